@@ -1,0 +1,49 @@
+"""The environment contract, the registry, the checker and the built-in environments."""
+
+from .checker import CheckReport, check_env
+from .core import TextEnv, VerifierCase
+from .registration import ENTRY_POINT_GROUP, EnvSpec, Registry, make, register, registry
+from .rollout import EpisodeOutcome, gold_policy, run_episode
+from .spaces import ChatSpace, MessageSpace
+from .tasks import Task
+from .tools import Final, ToolEnv, ToolError, tool
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ChatSpace",
+    "CheckReport",
+    "EnvSpec",
+    "EpisodeOutcome",
+    "Final",
+    "MessageSpace",
+    "Registry",
+    "Task",
+    "TextEnv",
+    "ToolEnv",
+    "ToolError",
+    "VerifierCase",
+    "check_env",
+    "gold_policy",
+    "make",
+    "register",
+    "registry",
+    "run_episode",
+    "tool",
+]
+
+register(
+    "echo-v0",
+    "gymhub.envs.echo:EchoEnv",
+    max_turns=4,
+    description="Repeat a word with the submit tool: the smallest real environment.",
+    verifier="exact_match",
+    tags=("toy", "tool-use"),
+)
+register(
+    "sql-v0",
+    "gymhub.envs.sql.env:SqlEnv",
+    max_turns=8,
+    description="Answer questions about a database by exploring it with SQL; scored by execution.",
+    verifier="sql_match",
+    tags=("sql", "tool-use", "multi-turn"),
+)

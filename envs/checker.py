@@ -1,0 +1,220 @@
+"""``check_env``: the acceptance gate every environment passes before it is served or published.
+
+It runs Gymnasium's own checker, then what Gymnasium cannot know about a text
+environment: seeded determinism of whole episodes, the gold policy scoring 1.0, the
+verifier's golden cases (pass, fail, malformed — none of them an error), hostile
+actions answered with messages rather than exceptions, and a typed error for a step
+after the end. Every check runs even if an earlier one fails, so one report shows all.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+from gymhub.errors import EnvCheckFailed, EpisodeFinished
+from gymhub.types import Message, Score, ToolCall
+
+from .core import MAX_ACTION_CHARS, TextEnv
+from .rollout import gold_policy, run_episode
+
+__all__ = ["CheckReport", "CheckResult", "bad_actions", "check_env"]
+
+
+@dataclass
+class CheckResult:
+    """One named check and its outcome."""
+
+    name: str
+    ok: bool
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class CheckReport:
+    """All checks run on one environment."""
+
+    env: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return all(r.ok for r in self.results)
+
+    def summary(self) -> str:
+        """A human-readable table of results."""
+        lines = [f"check_env {self.env}: {'PASS' if self.ok else 'FAIL'}"]
+        for r in self.results:
+            mark = "ok  " if r.ok else "FAIL"
+            lines.append(f"  [{mark}] {r.name} ({r.seconds * 1000:.0f} ms){': ' + r.message if r.message else ''}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"env": self.env, "ok": self.ok, "results": [vars(r) for r in self.results]}
+
+
+def bad_actions(env: TextEnv) -> list[tuple[str, Any]]:
+    """Hostile or malformed actions every environment must answer without raising."""
+    names = [s.name for s in env.tool_specs()]
+    acts: list[tuple[str, Any]] = [
+        ("user-role message", Message(role="user", content="hi")),
+        ("not a message", 42),
+        ("garbage dict", {"foo": [1, 2]}),
+        ("empty text", Message(role="assistant", content="")),
+        ("oversized content", Message(role="assistant", content="x" * (MAX_ACTION_CHARS + 1))),
+        ("lone surrogate text", Message(role="assistant", content="bad \udcff text")),
+    ]
+    if names:
+        call = Message(role="assistant", content="", tool_calls=(
+            ToolCall(id="c1", name="no_such_tool_" + names[0], arguments={}),))
+        acts.append(("unknown tool", call))
+        many = tuple(ToolCall(id=f"c{i}", name=names[0], arguments={}) for i in range(50))
+        acts.append(("fifty tool calls", Message(role="assistant", content="", tool_calls=many)))
+        for n in names:
+            for label, args in (
+                ("unknown argument", {"__bogus__": 1}),
+                ("wrong types", {"query": 5, "table": [], "sql": {}, "code": 1.5}),
+                ("surrogate argument", {"query": "SELECT '\udcff'", "table": "\udcff"}),
+            ):
+                msg = Message(role="assistant", content="", tool_calls=(
+                    ToolCall(id="c1", name=n, arguments=args),))
+                acts.append((f"{n}: {label}", msg))
+    return acts
+
+
+def check_env(
+    env: TextEnv,
+    *,
+    gold_tasks: int | None = 25,
+    seeds: Sequence[int] = (0, 1, 2),
+    verifier_tasks: int = 5,
+    raise_on_failure: bool = True,
+) -> CheckReport:
+    """Check an environment against gymhub's contract.
+
+    Args:
+        env: the environment (unwrapped).
+        gold_tasks: how many tasks the gold policy must solve (``None``: all of them).
+        seeds: seeds for the determinism check.
+        verifier_tasks: tasks whose golden verifier cases are checked.
+        raise_on_failure: raise :class:`EnvCheckFailed` if any check fails.
+
+    Returns:
+        The report of every check.
+    """
+    spec = getattr(env, "env_spec", None)
+    report = CheckReport(env=getattr(spec, "id", type(env).__name__))
+
+    def run(name: str, fn: Callable[[], str | None]) -> None:
+        t0 = time.perf_counter()
+        try:
+            note = fn() or ""
+            report.results.append(CheckResult(name, True, note, time.perf_counter() - t0))
+        except Exception as exc:
+            report.results.append(CheckResult(name, False, f"{type(exc).__name__}: {exc}",
+                                              time.perf_counter() - t0))
+
+    run("gymnasium.check_env", lambda: _gymnasium(env))
+    run("seeded determinism", lambda: _determinism(env, seeds))
+    run("gold policy scores 1.0", lambda: _gold(env, gold_tasks))
+    run("verifier golden cases", lambda: _verifier_cases(env, verifier_tasks))
+    run("bad actions answered", lambda: _bad_actions(env))
+    run("step after end is a typed error", lambda: _after_end(env))
+    env.close()
+    if raise_on_failure and not report.ok:
+        raise EnvCheckFailed(report.summary(), report)
+    return report
+
+
+def _gymnasium(env: TextEnv) -> str:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gymnasium_check_env(env, skip_render_check=True)
+    notes = sorted({str(w.message)[:120] for w in caught})
+    return f"{len(notes)} warning(s): " + " | ".join(notes) if notes else ""
+
+
+def _transcript(env: TextEnv, seed: int) -> tuple[list[Message], float | None]:
+    env.action_space.seed(seed)
+    probe = env.action_space.sample()
+    obs, info = env.reset(seed=seed)
+    seen = list(obs)
+    obs, _, term, trunc, info = env.step(probe)
+    seen += obs
+    while not (term or trunc):
+        obs, _, term, trunc, info = env.step(gold_policy(env, obs, info))
+        seen += obs
+    score = info.get("score")
+    return seen, score.value if isinstance(score, Score) else None
+
+
+def _determinism(env: TextEnv, seeds: Sequence[int]) -> str:
+    for seed in seeds:
+        first, second = _transcript(env, seed), _transcript(env, seed)
+        if first != second:
+            raise AssertionError(f"seed {seed}: two runs with the same actions differ")
+    return f"{len(seeds)} seeds"
+
+
+def _gold(env: TextEnv, limit: int | None) -> str:
+    tasks = env.tasks if limit is None else env.tasks[:limit]
+    failures = []
+    for task in tasks:
+        out = run_episode(env, gold_policy, task_id=task.id)
+        s = out.score
+        if s is None or not s.ok or s.value < 1.0 - 1e-9:
+            failures.append(f"{task.id}: {s.error or s.details if s else 'no score'}")
+    if failures:
+        raise AssertionError(f"{len(failures)}/{len(tasks)} failed, e.g. {failures[0]}")
+    return f"{len(tasks)} tasks"
+
+
+def _verifier_cases(env: TextEnv, limit: int) -> str:
+    count = 0
+    for task in env.tasks[:limit]:
+        for case in env.verifier_cases(task):
+            s = env.verify(case.submission, task)
+            count += 1
+            where = f"{task.id} {case.expect} ({case.note or case.submission!r})"
+            if not s.ok:
+                raise AssertionError(f"{where}: verifier error {s.error}")
+            if case.expect == "pass" and s.value < 1.0 - 1e-9:
+                raise AssertionError(f"{where}: expected 1.0, got {s.value} {s.details}")
+            if case.expect == "fail" and s.value >= 1.0 - 1e-9:
+                raise AssertionError(f"{where}: expected a fail, got {s.value}")
+            if case.expect == "malformed" and (s.value != 0.0 or not s.details.get("reason")):
+                raise AssertionError(f"{where}: expected 0.0 with a reason, got {s.value} {s.details}")
+    if count == 0:
+        raise AssertionError("the environment declares no verifier golden cases")
+    return f"{count} cases"
+
+
+def _bad_actions(env: TextEnv) -> str:
+    acts = bad_actions(env)
+    for label, action in acts:
+        env.reset(seed=0)
+        obs, reward, term, trunc, info = env.step(action)
+        if not env.observation_space.contains(obs) or not obs:
+            raise AssertionError(f"{label}: the answer is not a non-empty list of messages")
+        if term:
+            raise AssertionError(f"{label}: a bad action ended the episode")
+    return f"{len(acts)} actions"
+
+
+def _after_end(env: TextEnv) -> str:
+    out = run_episode(env, gold_policy, seed=0)
+    if not (out.terminated or out.truncated):
+        raise AssertionError("gold episode did not end")
+    try:
+        env.step(Message(role="assistant", content="again"))
+    except EpisodeFinished:
+        return ""
+    raise AssertionError("step after the end did not raise EpisodeFinished")

@@ -1,0 +1,237 @@
+"""The environment contract: a Gymnasium ``Env`` whose observations and actions are chat.
+
+``TextEnv`` owns the episode bookkeeping that every environment would otherwise get
+subtly wrong: task selection from the seed, turn budgets, coercion of bad actions into
+error messages (never exceptions), the terminal score in ``info["score"]``, and the
+release of per-episode resources as soon as an episode ends. Subclasses implement
+``_start``, ``_step`` and ``gold_action``; they never tokenise.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import gymnasium
+
+from gymhub.errors import ConfigError, EpisodeFinished, EpisodeNotStarted, TaskNotFound
+from gymhub.types import Message, Score, StepResult, ToolSpec
+
+from .spaces import ChatSpace, MessageSpace
+from .tasks import Task
+
+__all__ = ["TextEnv", "VerifierCase"]
+
+#: Largest action (characters of content plus arguments) an environment accepts.
+MAX_ACTION_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class VerifierCase:
+    """A golden case for an environment's verifier, checked by ``check_env``.
+
+    Attributes:
+        submission: what the agent would submit.
+        expect: ``pass`` (scores 1.0), ``fail`` (scores below 1.0) or ``malformed``
+            (scores 0.0 with a reason); none of them may come back as an ``error``.
+        note: what the case demonstrates.
+    """
+
+    submission: Any
+    expect: Literal["pass", "fail", "malformed"]
+    note: str = ""
+
+
+class TextEnv(gymnasium.Env[list[Message], Message]):
+    """A multi-turn text environment.
+
+    ``reset`` returns the opening messages (system and user prompt) and, in ``info``,
+    the task id and tool specs. ``step`` takes one assistant :class:`Message` and
+    returns only the *new* messages. A malformed action is answered with an error
+    message and costs a turn; it never raises.
+
+    Args:
+        tasks: the task set; ids must be unique.
+        max_turns: steps after which a running episode is truncated.
+        render_mode: ``"ansi"`` or ``None``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}  # type: ignore[misc]
+
+    def __init__(
+        self, tasks: Sequence[Task], *, max_turns: int = 8, render_mode: str | None = None
+    ) -> None:
+        if not tasks:
+            raise ConfigError(f"{type(self).__name__} needs at least one task")
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.tasks: list[Task] = list(tasks)
+        self._tasks_by_id: dict[str, Task] = {}
+        for t in self.tasks:
+            if t.id in self._tasks_by_id:
+                raise ConfigError(f"duplicate task id {t.id!r}")
+            self._tasks_by_id[t.id] = t
+        self.max_turns = max_turns
+        self.render_mode = render_mode
+        self.observation_space = ChatSpace()
+        self.action_space = MessageSpace([s.name for s in self.tool_specs()])
+        self.task: Task | None = None
+        self.turn = 0
+        self.done = True
+        self.history: list[Message] = []
+        self.last_score: Score | None = None
+
+    # ----------------------------------------------------------- subclass hooks
+    @abstractmethod
+    def _start(self, task: Task) -> tuple[list[Message], dict[str, Any]]:
+        """Open an episode on ``task``: the first messages and extra ``info``."""
+
+    @abstractmethod
+    def _step(self, action: Message) -> StepResult:
+        """Apply a valid assistant message; set ``terminated`` and ``info["score"]`` to end."""
+
+    def _end(self) -> None:  # noqa: B027 - optional hook
+        """Release per-episode resources; called once when an episode ends or is replaced."""
+
+    def _truncation_score(self) -> Score:
+        """The score of an episode that ran out of turns without an answer."""
+        return Score(value=0.0, details={"reason": "truncated: no answer was submitted"})
+
+    @abstractmethod
+    def gold_action(self) -> Message:
+        """The reference policy's next action in the current episode."""
+
+    def verifier_cases(self, task: Task) -> list[VerifierCase]:
+        """Golden cases (pass, fail, malformed) for this environment's verifier on ``task``."""
+        return []
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """Tools the agent may call; empty for plain-text environments."""
+        return []
+
+    def verify(self, submission: Any, task: Task) -> Score:
+        """Score a submission for ``task`` outside an episode (golden cases, rescoring)."""
+        raise NotImplementedError(f"{type(self).__name__} has no standalone verifier")
+
+    # ------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Start an episode; ``options={"task_id": ...}`` picks a task by id.
+
+        Raises:
+            TaskNotFound: the requested task id does not exist.
+        """
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is not None:
+            task = self._tasks_by_id.get(str(task_id))
+            if task is None:
+                raise TaskNotFound(f"no task {task_id!r} in {type(self).__name__}")
+        else:
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        if not self.done:
+            self._end()
+        self.task, self.turn, self.done, self.last_score = task, 0, False, None
+        observation, extra = self._start(task)
+        self.history = list(observation)
+        info: dict[str, Any] = {
+            "task_id": task.id,
+            "tools": [s.to_dict() for s in self.tool_specs()],
+            "max_turns": self.max_turns,
+            "meta": dict(task.meta),
+        }
+        info.update(extra)
+        return list(observation), info
+
+    def step(self, action: Any) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        """Apply one assistant action.
+
+        Raises:
+            EpisodeNotStarted: ``reset`` was never called.
+            EpisodeFinished: the episode already ended.
+        """
+        if self.task is None:
+            raise EpisodeNotStarted("call reset() before step()")
+        if self.done:
+            raise EpisodeFinished("the episode has ended; call reset() to start another")
+        message, problem = coerce_action(action)
+        if message is None:
+            result = StepResult(
+                [Message(role="user", content=f"Invalid action: {problem}")],
+                0.0, False, False, {"error": "invalid_action"},
+            )
+        else:
+            result = self._step(message)
+            self.history.append(message)
+        self.turn += 1
+        info = result.info
+        if not result.terminated and self.turn >= self.max_turns:
+            result.truncated = True
+            info["score"] = self._truncation_score()
+        score = info.get("score")
+        if result.terminated or result.truncated:
+            self.done = True
+            if isinstance(score, Score):
+                self.last_score = score
+                if score.ok:
+                    result.reward += score.value
+            self._end()
+        info["turn"] = self.turn
+        self.history.extend(result.observation)
+        return list(result.observation), float(result.reward), result.terminated, result.truncated, info
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """The transcript so far, as plain text (``render_mode="ansi"``)."""
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(format_message(m) for m in self.history)
+
+    def close(self) -> None:
+        """End any running episode and free its resources."""
+        if not self.done:
+            self.done = True
+            self._end()
+        super().close()
+
+    def task_by_id(self, task_id: str) -> Task:
+        """Look a task up by id.
+
+        Raises:
+            TaskNotFound: no such task.
+        """
+        try:
+            return self._tasks_by_id[task_id]
+        except KeyError:
+            raise TaskNotFound(f"no task {task_id!r} in {type(self).__name__}") from None
+
+
+def coerce_action(action: Any) -> tuple[Message | None, str]:
+    """Turn whatever the agent sent into an assistant message, or say why not."""
+    if isinstance(action, str):
+        action = Message(role="assistant", content=action)
+    elif isinstance(action, Mapping):
+        try:
+            action = Message.from_dict(action)
+        except ValueError as exc:
+            return None, str(exc)
+    if not isinstance(action, Message):
+        return None, f"expected an assistant message, got {type(action).__name__}"
+    if action.role != "assistant":
+        return None, f"actions must have role 'assistant', got {action.role!r}"
+    size = len(action.content) + sum(len(repr(c.arguments)) for c in action.tool_calls or ())
+    if size > MAX_ACTION_CHARS:
+        return None, f"action is {size:,} characters; the limit is {MAX_ACTION_CHARS:,}"
+    return action, ""
+
+
+def format_message(m: Message) -> str:
+    """One message as a line of a transcript."""
+    text = f"[{m.role}{':' + m.name if m.name else ''}] {m.content}"
+    for c in m.tool_calls or ():
+        text += f"\n  -> {c.name}({c.arguments})"
+    return text

@@ -1,0 +1,199 @@
+"""Environment ids, specs and the registry.
+
+Registering an environment records a string entry point and costs nothing; the
+module is imported when the environment is first made. Installed packages (such as
+environments installed from the hub) appear through the ``gymhub.envs`` entry-point
+group: each entry point's name is an environment id and its value the entry point,
+e.g. ``"acme-sql-v1 = acme_env.env:AcmeEnv"``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from gymhub.errors import ConfigError, DuplicateEnv, EnvNotFound, RegistryError
+
+from .core import TextEnv
+
+__all__ = ["ENTRY_POINT_GROUP", "EnvSpec", "Registry", "make", "register", "registry"]
+
+ENTRY_POINT_GROUP = "gymhub.envs"
+_ID_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/)?[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*-v\d+$")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build one environment.
+
+    Attributes:
+        id: ``[namespace/]name-vN``.
+        entry_point: ``"package.module:Class"`` (imported lazily) or a callable.
+        kwargs: default keyword arguments for the constructor.
+        max_turns: default turn budget (passed as ``max_turns`` unless overridden).
+        description: one line for listings.
+        verifier: the verifier kind that scores it, for listings.
+        tags: free-form labels.
+    """
+
+    id: str
+    entry_point: str | Callable[..., TextEnv]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    max_turns: int | None = None
+    description: str = ""
+    verifier: str = ""
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _ID_RE.match(self.id):
+            raise ConfigError(f"invalid environment id {self.id!r}: expected [namespace/]name-vN")
+        if isinstance(self.entry_point, str) and ":" not in self.entry_point:
+            raise ConfigError(
+                f"invalid entry point {self.entry_point!r} for {self.id}: expected 'module:attr'"
+            )
+
+    def load(self) -> Callable[..., TextEnv]:
+        """Import and return the entry point.
+
+        Raises:
+            RegistryError: the module or attribute cannot be imported.
+        """
+        if not isinstance(self.entry_point, str):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise RegistryError(
+                f"cannot load entry point {self.entry_point!r} of {self.id}: {exc}"
+            ) from exc
+        return obj  # type: ignore[no-any-return]
+
+    def make(self, **kwargs: Any) -> TextEnv:
+        """Build the environment with the spec's defaults overridden by ``kwargs``."""
+        merged = {**self.kwargs, **kwargs}
+        if self.max_turns is not None:
+            merged.setdefault("max_turns", self.max_turns)
+        env = self.load()(**merged)
+        env.env_spec = self  # type: ignore[attr-defined]
+        return env
+
+
+class Registry:
+    """A set of environment specs with ``make``.
+
+    Tests build their own ``Registry()``; the package-level ``registry`` is the default
+    one, which also discovers installed packages on first use.
+
+    Args:
+        discover: read the ``gymhub.envs`` entry-point group when first queried.
+    """
+
+    def __init__(self, *, discover: bool = False) -> None:
+        self._specs: dict[str, EnvSpec] = {}
+        self._discover = discover
+
+    def register(
+        self,
+        id_or_spec: str | EnvSpec,
+        entry_point: str | Callable[..., TextEnv] | None = None,
+        *,
+        override: bool = False,
+        **fields: Any,
+    ) -> EnvSpec:
+        """Add a spec (``register(EnvSpec(...))`` or ``register("x-v0", "mod:Cls", ...)``).
+
+        Raises:
+            DuplicateEnv: the id is taken and ``override`` is false.
+        """
+        if isinstance(id_or_spec, EnvSpec):
+            spec = id_or_spec
+        else:
+            if entry_point is None:
+                raise ConfigError(f"register({id_or_spec!r}) needs an entry_point")
+            spec = EnvSpec(id=id_or_spec, entry_point=entry_point, **fields)
+        if spec.id in self._specs and not override:
+            raise DuplicateEnv(f"environment {spec.id!r} is already registered")
+        self._specs[spec.id] = spec
+        return spec
+
+    def spec(self, env_id: str) -> EnvSpec:
+        """The spec for ``env_id``.
+
+        Raises:
+            EnvNotFound: with the closest registered ids as suggestions.
+        """
+        self._maybe_discover()
+        try:
+            return self._specs[env_id]
+        except KeyError:
+            pass
+        close = difflib.get_close_matches(env_id, list(self._specs), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        known = ", ".join(sorted(self._specs)) or "none"
+        raise EnvNotFound(f"no environment {env_id!r}.{hint} Registered: {known}.")
+
+    def make(self, env_id: str, **kwargs: Any) -> TextEnv:
+        """Build a registered environment."""
+        return self.spec(env_id).make(**kwargs)
+
+    def discover(self) -> list[str]:
+        """Register every environment advertised by installed packages; returns new ids."""
+        added = []
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in self._specs:
+                continue
+            try:
+                self.register(EnvSpec(id=ep.name, entry_point=ep.value))
+            except ConfigError:
+                continue  # a broken third-party entry point must not break the registry
+            added.append(ep.name)
+        return added
+
+    def _maybe_discover(self) -> None:
+        if self._discover:
+            self._discover = False
+            self.discover()
+
+    def ids(self) -> list[str]:
+        """Registered ids, sorted."""
+        self._maybe_discover()
+        return sorted(self._specs)
+
+    def __contains__(self, env_id: object) -> bool:
+        self._maybe_discover()
+        return env_id in self._specs
+
+    def __iter__(self) -> Iterator[EnvSpec]:
+        return iter([self._specs[i] for i in self.ids()])
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+
+registry = Registry(discover=True)
+
+
+def register(*args: Any, **kwargs: Any) -> EnvSpec:
+    """Register on the default registry (see :meth:`Registry.register`)."""
+    return registry.register(*args, **kwargs)
+
+
+def make(env_id: str, **kwargs: Any) -> TextEnv:
+    """Build an environment from the default registry.
+
+    Args:
+        env_id: a registered id such as ``"sql-v0"``.
+        **kwargs: constructor arguments overriding the spec's defaults.
+
+    Raises:
+        EnvNotFound: unknown id (the message suggests close matches).
+    """
+    return registry.make(env_id, **kwargs)

@@ -1,0 +1,1 @@
+"""sql-v0: answer questions about a database by exploring it with SQL."""

@@ -1,0 +1,1 @@
+"""Fixture database schemas: SQLAlchemy tables plus seeded data generators."""

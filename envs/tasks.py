@@ -1,0 +1,57 @@
+"""Tasks are data: what an episode asks, the fixture it runs on, and the gold answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gymhub.errors import TaskFileError
+
+__all__ = ["Task", "iter_jsonl"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of an environment.
+
+    Attributes:
+        id: unique within the environment; ``reset(options={"task_id": id})`` picks it.
+        prompt: the question or instruction shown to the agent.
+        fixture: what the episode runs on (a database reference, files ...).
+        gold: the reference solution; the gold policy submits it and must score 1.0.
+        meta: free-form tags such as ``difficulty`` and ``category``.
+    """
+
+    id: str
+    prompt: str
+    fixture: Any = None
+    gold: Any = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSONL file.
+
+    Raises:
+        TaskFileError: the file is missing, not UTF-8, or a line is not a JSON object.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TaskFileError(str(p), None, "task file does not exist")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(str(p), None, f"task file is not UTF-8 ({exc.reason})") from exc
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskFileError(str(p), lineno, f"not valid JSON: {exc.msg}") from exc
+        if not isinstance(obj, dict):
+            raise TaskFileError(str(p), lineno, "each line must be a JSON object")
+        yield lineno, obj

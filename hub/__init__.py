@@ -1,0 +1,1 @@
+"""Packaging, publishing and installing environments."""

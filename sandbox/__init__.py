@@ -1,0 +1,1 @@
+"""Isolated execution of untrusted code and queries."""

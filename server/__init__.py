@@ -1,0 +1,1 @@
+"""The HTTP boundary: serving episodes to learners on other machines."""

@@ -1,0 +1,1 @@
+"""The GRPO learner: the only part of gymhub that imports torch."""

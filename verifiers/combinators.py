@@ -1,0 +1,69 @@
+"""Verifiers built from verifiers: weighted sum, all-of gate, minimum.
+
+If any part could not judge, the combination cannot either: the error propagates
+instead of being averaged into a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gymhub.types import Score
+
+from .core import SpecReader, Verifier, VerifyFn, compile_child, verifier_kind
+
+__all__: list[str] = []
+
+
+def _run_parts(
+    parts: Sequence[Verifier], submission: Any, task: Any, state: Any
+) -> tuple[list[Score], Score | None]:
+    scores = [p(submission, task, state) for p in parts]
+    for p, s in zip(parts, scores, strict=True):
+        if not s.ok:
+            return scores, Score.failed(f"{p.id}: {s.error}")
+    return scores, None
+
+
+def _combine(
+    parts: Sequence[Verifier], fold: Callable[[list[Score]], float]
+) -> VerifyFn:
+    def verify(submission: Any, task: Any, state: Any) -> Score:
+        scores, failure = _run_parts(parts, submission, task, state)
+        if failure is not None:
+            return failure
+        components = {f"{i}:{p.name}": s.value for i, (p, s) in enumerate(zip(parts, scores, strict=True))}
+        details = {p.id: s.details for p, s in zip(parts, scores, strict=True)}
+        return Score(value=fold(scores), components=components, details=details)
+
+    return verify
+
+
+@verifier_kind("weighted_sum")
+def build_weighted_sum(spec: SpecReader) -> VerifyFn:
+    """``{"type": "weighted_sum", "parts": [{"weight": w, "verifier": {...}}, ...]}``."""
+    parts, weights = [], []
+    for child in spec.children("parts"):
+        weights.append(child.number("weight", lo=0.0))
+        parts.append(compile_child(SpecReader(child.get("verifier", dict), child._field("verifier"))))
+        child.finish()
+    total = sum(weights)
+    norm = spec.get("normalize", bool, True)
+    scale = total if (norm and total > 0) else 1.0
+    return _combine(parts, lambda s: sum(w * x.value for w, x in zip(weights, s, strict=True)) / scale)
+
+
+@verifier_kind("all_of")
+def build_all_of(spec: SpecReader) -> VerifyFn:
+    """``{"type": "all_of", "parts": [...], "threshold": 1.0}``: 1.0 only if every part passes."""
+    parts = [compile_child(c) for c in spec.children("parts")]
+    threshold = spec.number("threshold", 1.0, lo=0.0)
+    return _combine(parts, lambda s: 1.0 if all(x.value >= threshold for x in s) else 0.0)
+
+
+@verifier_kind("min")
+def build_min(spec: SpecReader) -> VerifyFn:
+    """``{"type": "min", "parts": [...]}``: the weakest part's score."""
+    parts = [compile_child(c) for c in spec.children("parts")]
+    return _combine(parts, lambda s: min(x.value for x in s))

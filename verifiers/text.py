@@ -1,0 +1,58 @@
+"""String verifiers: exact match and regular expressions against ``task.gold``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gymhub.errors import SpecError
+from gymhub.types import Score
+
+from .core import SpecReader, VerifyFn, verifier_kind
+
+__all__: list[str] = []
+
+
+def _gold(task: Any) -> str:
+    gold = getattr(task, "gold", task)
+    if not isinstance(gold, str):
+        raise TypeError(f"task.gold must be a string, got {type(gold).__name__}")
+    return gold
+
+
+@verifier_kind("exact_match")
+def build_exact(spec: SpecReader) -> VerifyFn:
+    """``{"type": "exact_match", "strip": true, "case_sensitive": true}``."""
+    strip = spec.get("strip", bool, True)
+    case = spec.get("case_sensitive", bool, True)
+
+    def norm(s: str) -> str:
+        s = s.strip() if strip else s
+        return s if case else s.casefold()
+
+    def verify(submission: Any, task: Any, state: Any) -> Score:
+        if not isinstance(submission, str):
+            return Score(0.0, details={"reason": f"submission is {type(submission).__name__}, not text"})
+        ok = norm(submission) == norm(_gold(task))
+        return Score(1.0 if ok else 0.0, details={"reason": "match" if ok else "mismatch"})
+
+    return verify
+
+
+@verifier_kind("regex")
+def build_regex(spec: SpecReader) -> VerifyFn:
+    """``{"type": "regex", "pattern": "...", "fullmatch": true}``; the pattern is compiled once."""
+    pattern = spec.get("pattern", str)
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise SpecError(spec._field("pattern"), f"invalid regular expression: {exc}") from exc
+    full = spec.get("fullmatch", bool, True)
+
+    def verify(submission: Any, task: Any, state: Any) -> Score:
+        if not isinstance(submission, str):
+            return Score(0.0, details={"reason": f"submission is {type(submission).__name__}, not text"})
+        m = rx.fullmatch(submission.strip()) if full else rx.search(submission)
+        return Score(1.0 if m else 0.0, details={"reason": "match" if m else "no match"})
+
+    return verify
