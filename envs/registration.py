@@ -141,7 +141,15 @@ class Registry:
         raise EnvNotFound(f"no environment {env_id!r}.{hint} Registered: {known}.")
 
     def make(self, env_id: str, **kwargs: Any) -> TextEnv:
-        """Build a registered environment."""
+        """Build a registered environment, or connect to a served one by URL.
+
+        ``make("http://host:port/sql-v0")`` returns a :class:`~gymhub.server.remote.RemoteEnv`
+        that plays episodes on that server and is used exactly like a local environment.
+        """
+        if "://" in env_id:
+            from gymhub.server.remote import RemoteEnv
+
+            return RemoteEnv.from_url(env_id, **kwargs)  # type: ignore[return-value]
         return self.spec(env_id).make(**kwargs)
 
     def discover(self) -> list[str]:

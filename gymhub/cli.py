@@ -1,0 +1,225 @@
+"""The ``gymhub`` command line.
+
+Every subcommand imports what it needs when it runs, so ``gymhub --help`` costs
+nothing but argparse. Subcommands that belong to a subpackage (``serve``,
+``sandbox``) hand their arguments to that subpackage's own ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"gymhub: --env-arg expects KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _make(env_id: str, pairs: Sequence[str]) -> Any:
+    from gymhub.envs import make
+
+    return make(env_id, **_env_kwargs(pairs))
+
+
+def _cmd_envs_list(args: argparse.Namespace) -> int:
+    from gymhub.envs import registry
+
+    specs = list(registry)
+    if args.json:
+        print(json.dumps([{"id": s.id, "description": s.description, "verifier": s.verifier,
+                           "max_turns": s.max_turns, "tags": list(s.tags)} for s in specs]))
+        return 0
+    width = max((len(s.id) for s in specs), default=2)
+    for s in specs:
+        print(f"{s.id:<{width}}  {s.description}")
+    return 0
+
+
+def _cmd_env_check(args: argparse.Namespace) -> int:
+    from gymhub.envs import check_env
+
+    env = _make(args.env, args.env_arg)
+    limit = None if args.gold_tasks == "all" else int(args.gold_tasks)
+    report = check_env(env, gold_tasks=limit, raise_on_failure=False)
+    print(json.dumps(report.to_dict()) if args.json else report.summary())
+    return 0 if report.ok else 1
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from gymhub.envs import gold_policy, run_episode
+
+    env = _make(args.env, args.env_arg)
+    if args.policy != "gold":
+        raise SystemExit(f"gymhub: unknown policy {args.policy!r} (available: gold)")
+    tasks = env.tasks if args.tasks is None else env.tasks[: args.tasks]
+    values, errors, failed = [], 0, []
+    t0 = time.perf_counter()
+    for task in tasks:
+        out = run_episode(env, gold_policy, task_id=task.id)
+        if out.score is None or not out.score.ok:
+            errors += 1
+            failed.append({"task_id": task.id, "error": out.score.error if out.score else "no score"})
+            continue
+        values.append(out.score.value)
+        if out.score.value < 1.0:
+            failed.append({"task_id": task.id, "score": out.score.value, "details": out.score.details})
+    elapsed = time.perf_counter() - t0
+    env.close()
+    result = {
+        "env": args.env, "policy": args.policy, "episodes": len(tasks),
+        "mean_score": sum(values) / len(values) if values else 0.0,
+        "errors": errors, "episodes_per_s": len(tasks) / elapsed if elapsed > 0 else 0.0,
+        "seconds": elapsed, "failures": failed[:20],
+    }
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        print(f"{args.env} policy={args.policy}: {len(tasks)} episodes, mean score "
+              f"{result['mean_score']:.4f}, {errors} errors, {result['episodes_per_s']:.1f} episodes/s")
+        for f in failed[:5]:
+            print(f"  {f}")
+    return 0
+
+
+def _parse_call(line: str, tools: dict[str, dict[str, Any]]) -> Any:
+    from gymhub.types import Message, ToolCall
+
+    name, _, rest = line.strip().partition(" ")
+    if name not in tools:
+        return Message(role="assistant", content=line)
+    rest = rest.strip()
+    props = tools[name]["function"]["parameters"]["properties"]
+    if rest.startswith("{"):
+        try:
+            args = json.loads(rest)
+        except json.JSONDecodeError as exc:
+            print(f"(not valid JSON: {exc.msg}; sending it anyway as text)")
+            return Message(role="assistant", content=line)
+    elif len(props) == 1 and rest:
+        args = {next(iter(props)): rest}
+    else:
+        args = {}
+    return Message(role="assistant", content="", tool_calls=(ToolCall("play", name, args),))
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    from gymhub.envs.core import format_message
+
+    env = _make(args.env, args.env_arg)
+    options = {"task_id": args.task} if args.task else None
+    obs, info = env.reset(seed=args.seed, options=options)
+    tools = {t["function"]["name"]: t for t in info.get("tools", [])}
+    print(f"task {info['task_id']} — type `TOOL ARG` (e.g. `run_sql SELECT 1`), "
+          "`TOOL {json}`, plain text, or :quit")
+    for t in tools.values():
+        fn = t["function"]
+        print(f"  {fn['name']}({', '.join(fn['parameters']['properties'])}): {fn['description']}")
+    for m in obs:
+        print(format_message(m))
+    while True:
+        try:
+            line = input(f"turn {env.turn + 1}/{env.max_turns}> ")
+        except EOFError:
+            break
+        if line.strip() in {":quit", ":q"}:
+            break
+        if not line.strip():
+            continue
+        obs, reward, terminated, truncated, info = env.step(_parse_call(line, tools))
+        for m in obs:
+            print(format_message(m))
+        if terminated or truncated:
+            score = info.get("score")
+            print(f"episode over ({'terminated' if terminated else 'truncated'}); "
+                  f"reward {reward:g}; score {score.to_dict() if score else None}")
+            break
+    env.close()
+    return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gymhub", description=__doc__.splitlines()[0] if __doc__ else "")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    envs = sub.add_parser("envs", help="list registered environments")
+    envs_sub = envs.add_subparsers(dest="envs_command", required=True)
+    lst = envs_sub.add_parser("list", help="list registered environments")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(fn=_cmd_envs_list)
+
+    env = sub.add_parser("env", help="work with one environment")
+    env_sub = env.add_subparsers(dest="env_command", required=True)
+    chk = env_sub.add_parser("check", help="run check_env on an environment")
+    chk.add_argument("env")
+    chk.add_argument("--gold-tasks", default="25", help="tasks the gold policy must solve, or 'all'")
+    chk.add_argument("--json", action="store_true")
+    chk.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    chk.set_defaults(fn=_cmd_env_check)
+
+    ev = sub.add_parser("eval", help="score a policy on an environment's tasks")
+    ev.add_argument("env")
+    ev.add_argument("--policy", default="gold")
+    ev.add_argument("--tasks", type=int, default=None, help="first N tasks (default: all)")
+    ev.add_argument("--json", action="store_true")
+    ev.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    ev.set_defaults(fn=_cmd_eval)
+
+    play = sub.add_parser("play", help="play an episode in the terminal")
+    play.add_argument("env")
+    play.add_argument("--seed", type=int, default=None)
+    play.add_argument("--task", default=None, help="task id")
+    play.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    play.set_defaults(fn=_cmd_play)
+
+    sub.add_parser("serve", help="serve environments over HTTP (see `gymhub serve --help`)",
+                   add_help=False)
+    sub.add_parser("sandbox", help="run commands in the sandbox (see `gymhub sandbox exec --help`)",
+                   add_help=False)
+    return p
+
+
+_DELEGATED = {"serve": "gymhub.server.cli", "sandbox": "gymhub.sandbox.cli"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gymhub`` script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _DELEGATED:
+        import importlib
+
+        module = importlib.import_module(_DELEGATED[argv[0]])
+        rest = argv[1:]
+        if argv[0] == "sandbox":
+            if not rest or rest[0] != "exec":
+                print("usage: gymhub sandbox exec [--backend B] [--timeout S] [--memory MB] "
+                      "[--json] -- ARGV...", file=sys.stderr)
+                return 2
+            rest = rest[1:]
+        return int(module.main(rest))
+    args = _build_parser().parse_args(argv)
+    from gymhub.errors import GymhubError
+
+    try:
+        return int(args.fn(args))
+    except GymhubError as exc:
+        print(f"gymhub: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+import random
+
+import pytest
+
+from gymhub.envs import Final, check_env, tool
+from gymhub.envs.echo import EchoEnv
+from gymhub.errors import EnvCheckFailed
+from gymhub.types import Score
+
+
+class WrongGold(EchoEnv):
+    def gold_action(self):
+        msg = super().gold_action()
+        call = msg.tool_calls[0]
+        return msg.__class__(role="assistant", content="", tool_calls=(
+            call.__class__(call.id, call.name, {"answer": "wrong"}),))
+
+
+class Crashy(EchoEnv):
+    @tool
+    def look(self) -> str:
+        """Look, but crash on purpose."""
+        raise RuntimeError("bug in the environment")
+
+
+class Flaky(EchoEnv):
+    def _start(self, task):
+        obs, info = super()._start(task)
+        obs[-1] = obs[-1].__class__(role="user", content=f"{task.prompt} {random.random()}")
+        return obs, info
+
+
+class ErrorVerifier(EchoEnv):
+    @tool
+    def submit(self, answer: str) -> Final:
+        """Submit."""
+        return Final("x", Score.failed("judge down"))
+
+    def verify(self, submission, task):
+        return Score.failed("judge down")
+
+
+def names_failed(report):
+    return {r.name for r in report.results if not r.ok}
+
+
+def test_good_env_passes():
+    assert check_env(EchoEnv()).ok
+
+
+def test_wrong_gold_is_reported():
+    report = check_env(WrongGold(), raise_on_failure=False)
+    assert "gold policy scores 1.0" in names_failed(report)
+
+
+def test_crashing_tool_is_reported_not_hidden():
+    report = check_env(Crashy(), raise_on_failure=False)
+    assert "bad actions answered" in names_failed(report) or "gymnasium.check_env" in names_failed(report)
+
+
+def test_nondeterminism_is_reported():
+    assert "seeded determinism" in names_failed(check_env(Flaky(), raise_on_failure=False))
+
+
+def test_verifier_errors_fail_golden_cases_and_gold():
+    failed = names_failed(check_env(ErrorVerifier(), raise_on_failure=False))
+    assert {"verifier golden cases", "gold policy scores 1.0"} <= failed
+
+
+def test_raises_with_report_attached():
+    with pytest.raises(EnvCheckFailed) as info:
+        check_env(WrongGold())
+    assert info.value.report is not None and not info.value.report.ok
+    assert "FAIL" in str(info.value)

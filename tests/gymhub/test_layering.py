@@ -1,0 +1,31 @@
+"""Layering: light imports stay light (DESIGN.md §1)."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print(','.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.strip().split(","))
+
+
+@pytest.mark.parametrize("statement", ["import gymhub", "import gymhub.envs",
+                                       "import gymhub.verifiers", "import gymhub.envs.sql.env"])
+def test_core_imports_leave_heavy_packages_out(statement):
+    loaded = _loaded_after(statement)
+    for heavy in ("torch", "vllm", "transformers", "fastapi", "uvicorn", "docker"):
+        assert heavy not in loaded, f"{statement} imported {heavy}"
+
+
+def test_lower_layers_do_not_import_upper_layers():
+    loaded = _loaded_after("import gymhub.verifiers, gymhub.types, gymhub.errors")
+    for upper in ("gymhub.envs", "gymhub.server", "gymhub.trainer", "gymhub.hub", "gymhub.cli"):
+        assert upper not in loaded
+
+
+def test_cli_help_is_fast_and_light():
+    loaded = _loaded_after("import gymhub.cli")
+    assert "gymhub.envs" not in loaded and "sqlalchemy" not in loaded
