@@ -53,7 +53,8 @@ class CheckReport:
         lines = [f"check_env {self.env}: {'PASS' if self.ok else 'FAIL'}"]
         for r in self.results:
             mark = "ok  " if r.ok else "FAIL"
-            lines.append(f"  [{mark}] {r.name} ({r.seconds * 1000:.0f} ms){': ' + r.message if r.message else ''}")
+            note = f": {r.message}" if r.message else ""
+            lines.append(f"  [{mark}] {r.name} ({r.seconds * 1000:.0f} ms){note}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,8 +74,11 @@ def bad_actions(env: TextEnv) -> list[tuple[str, Any]]:
         ("lone surrogate text", Message(role="assistant", content="bad \udcff text")),
     ]
     if names:
-        call = Message(role="assistant", content="", tool_calls=(
-            ToolCall(id="c1", name="no_such_tool_" + names[0], arguments={}),))
+        call = Message(
+            role="assistant",
+            content="",
+            tool_calls=(ToolCall(id="c1", name="no_such_tool_" + names[0], arguments={}),),
+        )
         acts.append(("unknown tool", call))
         many = tuple(ToolCall(id=f"c{i}", name=names[0], arguments={}) for i in range(50))
         acts.append(("fifty tool calls", Message(role="assistant", content="", tool_calls=many)))
@@ -84,8 +88,11 @@ def bad_actions(env: TextEnv) -> list[tuple[str, Any]]:
                 ("wrong types", {"query": 5, "table": [], "sql": {}, "code": 1.5}),
                 ("surrogate argument", {"query": "SELECT '\udcff'", "table": "\udcff"}),
             ):
-                msg = Message(role="assistant", content="", tool_calls=(
-                    ToolCall(id="c1", name=n, arguments=args),))
+                msg = Message(
+                    role="assistant",
+                    content="",
+                    tool_calls=(ToolCall(id="c1", name=n, arguments=args),),
+                )
                 acts.append((f"{n}: {label}", msg))
     return acts
 
@@ -119,8 +126,9 @@ def check_env(
             note = fn() or ""
             report.results.append(CheckResult(name, True, note, time.perf_counter() - t0))
         except Exception as exc:
-            report.results.append(CheckResult(name, False, f"{type(exc).__name__}: {exc}",
-                                              time.perf_counter() - t0))
+            report.results.append(
+                CheckResult(name, False, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
+            )
 
     run("gymnasium.check_env", lambda: _gymnasium(env))
     run("seeded determinism", lambda: _determinism(env, seeds))
@@ -191,7 +199,9 @@ def _verifier_cases(env: TextEnv, limit: int) -> str:
             if case.expect == "fail" and s.value >= 1.0 - 1e-9:
                 raise AssertionError(f"{where}: expected a fail, got {s.value}")
             if case.expect == "malformed" and (s.value != 0.0 or not s.details.get("reason")):
-                raise AssertionError(f"{where}: expected 0.0 with a reason, got {s.value} {s.details}")
+                raise AssertionError(
+                    f"{where}: expected 0.0 with a reason, got {s.value} {s.details}"
+                )
     if count == 0:
         raise AssertionError("the environment declares no verifier golden cases")
     return f"{count} cases"
@@ -201,7 +211,7 @@ def _bad_actions(env: TextEnv) -> str:
     acts = bad_actions(env)
     for label, action in acts:
         env.reset(seed=0)
-        obs, reward, term, trunc, info = env.step(action)
+        obs, _, term, _, _ = env.step(action)
         if not env.observation_space.contains(obs) or not obs:
             raise AssertionError(f"{label}: the answer is not a non-empty list of messages")
         if term:

@@ -94,7 +94,7 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
     def _step(self, action: Message) -> StepResult:
         """Apply a valid assistant message; set ``terminated`` and ``info["score"]`` to end."""
 
-    def _end(self) -> None:  # noqa: B027 - optional hook
+    def _end(self) -> None:
         """Release per-episode resources; called once when an episode ends or is replaced."""
 
     def _truncation_score(self) -> Score:
@@ -163,7 +163,10 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
         if message is None:
             result = StepResult(
                 [Message(role="user", content=f"Invalid action: {problem}")],
-                0.0, False, False, {"error": "invalid_action"},
+                0.0,
+                False,
+                False,
+                {"error": "invalid_action"},
             )
         else:
             result = self._step(message)
@@ -183,9 +186,15 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
             self._end()
         info["turn"] = self.turn
         self.history.extend(result.observation)
-        return list(result.observation), float(result.reward), result.terminated, result.truncated, info
+        return (
+            list(result.observation),
+            float(result.reward),
+            result.terminated,
+            result.truncated,
+            info,
+        )
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         """The transcript so far, as plain text (``render_mode="ansi"``)."""
         if self.render_mode != "ansi":
             return None

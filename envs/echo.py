@@ -19,14 +19,29 @@ from .tools import Final, ToolEnv, tool
 
 __all__ = ["EchoEnv"]
 
-_WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "quartz", "tulip", "zephyr"]
+_WORDS = [
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "ember",
+    "maple",
+    "orbit",
+    "quartz",
+    "tulip",
+    "zephyr",
+]
 
 
 def echo_tasks(n: int = 100) -> list[Task]:
     """``n`` deterministic tasks: echo a word-number pair."""
     return [
-        Task(id=f"echo-{i:04d}", prompt=f"{_WORDS[i % len(_WORDS)]}-{i}",
-             gold=f"{_WORDS[i % len(_WORDS)]}-{i}", meta={"difficulty": "easy"})
+        Task(
+            id=f"echo-{i:04d}",
+            prompt=f"{_WORDS[i % len(_WORDS)]}-{i}",
+            gold=f"{_WORDS[i % len(_WORDS)]}-{i}",
+            meta={"difficulty": "easy"},
+        )
         for i in range(n)
     ]
 

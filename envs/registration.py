@@ -149,7 +149,8 @@ class Registry:
         if "://" in env_id:
             from gymhub.server.remote import RemoteEnv
 
-            return RemoteEnv.from_url(env_id, **kwargs)  # type: ignore[return-value]
+            remote: TextEnv = RemoteEnv.from_url(env_id, **kwargs)
+            return remote
         return self.spec(env_id).make(**kwargs)
 
     def discover(self) -> list[str]:

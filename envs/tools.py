@@ -69,13 +69,16 @@ class ToolDef:
         unknown = [k for k in arguments if k not in known]
         if unknown:
             expected = ", ".join(known) or "no arguments"
-            raise ToolError(f"unknown argument {unknown[0]!r} for {self.name}; expected: {expected}")
+            raise ToolError(
+                f"unknown argument {unknown[0]!r} for {self.name}; expected: {expected}"
+            )
         out: dict[str, Any] = {}
         for p in self.params:
             if p.name not in arguments:
                 if p.required:
+                    expected = _describe(p.schema)
                     raise ToolError(
-                        f"missing required argument {p.name!r} ({_describe(p.schema)}) for {self.name}"
+                        f"missing required argument {p.name!r} ({expected}) for {self.name}"
                     )
                 continue
             out[p.name] = _check(arguments[p.name], p.schema, p.name)
@@ -127,7 +130,10 @@ class ToolEnv(TextEnv):
         names = ", ".join(self._tool_defs)
         return StepResult(
             [Message(role="user", content=f"No tool call found. Call one of: {names}.")],
-            0.0, False, False, {"error": "no_tool_call"},
+            0.0,
+            False,
+            False,
+            {"error": "no_tool_call"},
         )
 
     def _step(self, action: Message) -> StepResult:
@@ -277,5 +283,12 @@ def _check(value: Any, schema: dict[str, Any], where: str) -> Any:
     return value
 
 
-_JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean",
-               dict: "object", list: "array", type(None): "null"}
+_JSON_NAMES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    dict: "object",
+    list: "array",
+    type(None): "null",
+}

@@ -41,8 +41,20 @@ def _cmd_envs_list(args: argparse.Namespace) -> int:
 
     specs = list(registry)
     if args.json:
-        print(json.dumps([{"id": s.id, "description": s.description, "verifier": s.verifier,
-                           "max_turns": s.max_turns, "tags": list(s.tags)} for s in specs]))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": s.id,
+                        "description": s.description,
+                        "verifier": s.verifier,
+                        "max_turns": s.max_turns,
+                        "tags": list(s.tags),
+                    }
+                    for s in specs
+                ]
+            )
+        )
         return 0
     width = max((len(s.id) for s in specs), default=2)
     for s in specs:
@@ -73,24 +85,35 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         out = run_episode(env, gold_policy, task_id=task.id)
         if out.score is None or not out.score.ok:
             errors += 1
-            failed.append({"task_id": task.id, "error": out.score.error if out.score else "no score"})
+            failed.append(
+                {"task_id": task.id, "error": out.score.error if out.score else "no score"}
+            )
             continue
         values.append(out.score.value)
         if out.score.value < 1.0:
-            failed.append({"task_id": task.id, "score": out.score.value, "details": out.score.details})
+            failed.append(
+                {"task_id": task.id, "score": out.score.value, "details": out.score.details}
+            )
     elapsed = time.perf_counter() - t0
     env.close()
     result = {
-        "env": args.env, "policy": args.policy, "episodes": len(tasks),
+        "env": args.env,
+        "policy": args.policy,
+        "episodes": len(tasks),
         "mean_score": sum(values) / len(values) if values else 0.0,
-        "errors": errors, "episodes_per_s": len(tasks) / elapsed if elapsed > 0 else 0.0,
-        "seconds": elapsed, "failures": failed[:20],
+        "errors": errors,
+        "episodes_per_s": len(tasks) / elapsed if elapsed > 0 else 0.0,
+        "seconds": elapsed,
+        "failures": failed[:20],
     }
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(f"{args.env} policy={args.policy}: {len(tasks)} episodes, mean score "
-              f"{result['mean_score']:.4f}, {errors} errors, {result['episodes_per_s']:.1f} episodes/s")
+        print(
+            f"{args.env} policy={args.policy}: {len(tasks)} episodes, mean score "
+            f"{result['mean_score']:.4f}, {errors} errors, "
+            f"{result['episodes_per_s']:.1f} episodes/s"
+        )
         for f in failed[:5]:
             print(f"  {f}")
     return 0
@@ -124,8 +147,10 @@ def _cmd_play(args: argparse.Namespace) -> int:
     options = {"task_id": args.task} if args.task else None
     obs, info = env.reset(seed=args.seed, options=options)
     tools = {t["function"]["name"]: t for t in info.get("tools", [])}
-    print(f"task {info['task_id']} — type `TOOL ARG` (e.g. `run_sql SELECT 1`), "
-          "`TOOL {json}`, plain text, or :quit")
+    print(
+        f"task {info['task_id']} — type `TOOL ARG` (e.g. `run_sql SELECT 1`), "
+        "`TOOL {json}`, plain text, or :quit"
+    )
     for t in tools.values():
         fn = t["function"]
         print(f"  {fn['name']}({', '.join(fn['parameters']['properties'])}): {fn['description']}")
@@ -145,15 +170,19 @@ def _cmd_play(args: argparse.Namespace) -> int:
             print(format_message(m))
         if terminated or truncated:
             score = info.get("score")
-            print(f"episode over ({'terminated' if terminated else 'truncated'}); "
-                  f"reward {reward:g}; score {score.to_dict() if score else None}")
+            print(
+                f"episode over ({'terminated' if terminated else 'truncated'}); "
+                f"reward {reward:g}; score {score.to_dict() if score else None}"
+            )
             break
     env.close()
     return 0
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gymhub", description=__doc__.splitlines()[0] if __doc__ else "")
+    p = argparse.ArgumentParser(
+        prog="gymhub", description=__doc__.splitlines()[0] if __doc__ else ""
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     envs = sub.add_parser("envs", help="list registered environments")
@@ -166,7 +195,9 @@ def _build_parser() -> argparse.ArgumentParser:
     env_sub = env.add_subparsers(dest="env_command", required=True)
     chk = env_sub.add_parser("check", help="run check_env on an environment")
     chk.add_argument("env")
-    chk.add_argument("--gold-tasks", default="25", help="tasks the gold policy must solve, or 'all'")
+    chk.add_argument(
+        "--gold-tasks", default="25", help="tasks the gold policy must solve, or 'all'"
+    )
     chk.add_argument("--json", action="store_true")
     chk.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
     chk.set_defaults(fn=_cmd_env_check)
@@ -186,10 +217,14 @@ def _build_parser() -> argparse.ArgumentParser:
     play.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
     play.set_defaults(fn=_cmd_play)
 
-    sub.add_parser("serve", help="serve environments over HTTP (see `gymhub serve --help`)",
-                   add_help=False)
-    sub.add_parser("sandbox", help="run commands in the sandbox (see `gymhub sandbox exec --help`)",
-                   add_help=False)
+    sub.add_parser(
+        "serve", help="serve environments over HTTP (see `gymhub serve --help`)", add_help=False
+    )
+    sub.add_parser(
+        "sandbox",
+        help="run commands in the sandbox (see `gymhub sandbox exec --help`)",
+        add_help=False,
+    )
     return p
 
 
@@ -206,8 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest = argv[1:]
         if argv[0] == "sandbox":
             if not rest or rest[0] != "exec":
-                print("usage: gymhub sandbox exec [--backend B] [--timeout S] [--memory MB] "
-                      "[--json] -- ARGV...", file=sys.stderr)
+                print(
+                    "usage: gymhub sandbox exec [--backend B] [--timeout S] [--memory MB] "
+                    "[--json] -- ARGV...",
+                    file=sys.stderr,
+                )
                 return 2
             rest = rest[1:]
         return int(module.main(rest))

@@ -26,14 +26,14 @@ def _run_parts(
     return scores, None
 
 
-def _combine(
-    parts: Sequence[Verifier], fold: Callable[[list[Score]], float]
-) -> VerifyFn:
+def _combine(parts: Sequence[Verifier], fold: Callable[[list[Score]], float]) -> VerifyFn:
     def verify(submission: Any, task: Any, state: Any) -> Score:
         scores, failure = _run_parts(parts, submission, task, state)
         if failure is not None:
             return failure
-        components = {f"{i}:{p.name}": s.value for i, (p, s) in enumerate(zip(parts, scores, strict=True))}
+        components = {
+            f"{i}:{p.name}": s.value for i, (p, s) in enumerate(zip(parts, scores, strict=True))
+        }
         details = {p.id: s.details for p, s in zip(parts, scores, strict=True)}
         return Score(value=fold(scores), components=components, details=details)
 
@@ -46,12 +46,16 @@ def build_weighted_sum(spec: SpecReader) -> VerifyFn:
     parts, weights = [], []
     for child in spec.children("parts"):
         weights.append(child.number("weight", lo=0.0))
-        parts.append(compile_child(SpecReader(child.get("verifier", dict), child._field("verifier"))))
+        parts.append(
+            compile_child(SpecReader(child.get("verifier", dict), child._field("verifier")))
+        )
         child.finish()
     total = sum(weights)
     norm = spec.get("normalize", bool, True)
     scale = total if (norm and total > 0) else 1.0
-    return _combine(parts, lambda s: sum(w * x.value for w, x in zip(weights, s, strict=True)) / scale)
+    return _combine(
+        parts, lambda s: sum(w * x.value for w, x in zip(weights, s, strict=True)) / scale
+    )
 
 
 @verifier_kind("all_of")

@@ -132,8 +132,9 @@ class SpecReader:
             raise SpecError(self._field(name), f"must be {names}, got {value!r}")
         return value
 
-    def number(self, name: str, default: Any = ..., *, lo: float | None = None,
-               hi: float | None = None) -> float:
+    def number(
+        self, name: str, default: Any = ..., *, lo: float | None = None, hi: float | None = None
+    ) -> float:
         """A float field within ``[lo, hi]``."""
         value = float(self.get(name, float, default))
         if (lo is not None and value < lo) or (hi is not None and value > hi):
@@ -170,7 +171,7 @@ class SpecReader:
             raise SpecError(self._field(str(extra[0])), f"unknown field{did}")
 
 
-def compile(spec: Mapping[str, Any], *, name: str | None = None) -> Verifier:  # noqa: A001
+def compile(spec: Mapping[str, Any], *, name: str | None = None) -> Verifier:
     """Compile a verifier spec.
 
     Args:

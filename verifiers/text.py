@@ -32,7 +32,9 @@ def build_exact(spec: SpecReader) -> VerifyFn:
 
     def verify(submission: Any, task: Any, state: Any) -> Score:
         if not isinstance(submission, str):
-            return Score(0.0, details={"reason": f"submission is {type(submission).__name__}, not text"})
+            return Score(
+                0.0, details={"reason": f"submission is {type(submission).__name__}, not text"}
+            )
         ok = norm(submission) == norm(_gold(task))
         return Score(1.0 if ok else 0.0, details={"reason": "match" if ok else "mismatch"})
 
@@ -51,7 +53,9 @@ def build_regex(spec: SpecReader) -> VerifyFn:
 
     def verify(submission: Any, task: Any, state: Any) -> Score:
         if not isinstance(submission, str):
-            return Score(0.0, details={"reason": f"submission is {type(submission).__name__}, not text"})
+            return Score(
+                0.0, details={"reason": f"submission is {type(submission).__name__}, not text"}
+            )
         m = rx.fullmatch(submission.strip()) if full else rx.search(submission)
         return Score(1.0 if m else 0.0, details={"reason": "match" if m else "no match"})
 

@@ -132,11 +132,15 @@ class SqlEnv(ToolEnv):
     # ------------------------------------------------------------------ episode
     def _start(self, task: Task) -> tuple[list[Message], dict[str, Any]]:
         self.db = self._open(task)
-        system = _SYSTEM.format(dialect=_DIALECT_NAMES[self.dialect], max_rows=self.max_rows,
-                                max_turns=self.max_turns)
+        system = _SYSTEM.format(
+            dialect=_DIALECT_NAMES[self.dialect], max_rows=self.max_rows, max_turns=self.max_turns
+        )
         if self.show_schema:
             system += "\n\nThe database:\n" + self._schema_text(self.db)
-        observation = [Message(role="system", content=system), Message(role="user", content=task.prompt)]
+        observation = [
+            Message(role="system", content=system),
+            Message(role="user", content=task.prompt),
+        ]
         return observation, {"verifier": self.verifier.id, "dialect": self.dialect}
 
     def _end(self) -> None:
@@ -182,8 +186,11 @@ class SqlEnv(ToolEnv):
         db = self._require_db()
         try:
             info = db.describe(table)
-            sample = db.query(f"SELECT * FROM {_quote(info.name)} LIMIT 3",
-                              max_rows=3, timeout_s=self.query_timeout_s)
+            sample = db.query(
+                f"SELECT * FROM {_quote(info.name)} LIMIT 3",
+                max_rows=3,
+                timeout_s=self.query_timeout_s,
+            )
         except QueryError as exc:
             raise ToolError(str(exc)) from exc
         lines = [f"Table {info.name} ({info.row_count:,} rows)"]
@@ -237,23 +244,33 @@ class SqlEnv(ToolEnv):
         try:
             sources = self.sources(task)
         except Exception as exc:  # an unusable fixture is the verifier's failure, not the agent's
-            return Score.failed(f"cannot prepare databases: {type(exc).__name__}: {exc}",
-                                self.verifier.id)
+            return Score.failed(
+                f"cannot prepare databases: {type(exc).__name__}: {exc}", self.verifier.id
+            )
         return self.verifier(submission, task, sources)
 
     def sources(self, task: Task) -> list[DatabaseSource]:
         """The databases a submission for ``task`` is checked on, fixture first."""
         fixture = task.fixture
         if isinstance(fixture, UserDb):
-            return [SqliteFileSource(str(p), p, "fixture" if i == 0 else "perturbed")
-                    for i, p in enumerate((fixture.path, *fixture.test_dbs))]
+            return [
+                SqliteFileSource(str(p), p, "fixture" if i == 0 else "perturbed")
+                for i, p in enumerate((fixture.path, *fixture.test_dbs))
+            ]
         if not isinstance(fixture, FixtureRef):
             raise ConfigError(f"task {task.id} has an unsupported fixture {fixture!r}")
         refs = [fixture, *perturbed(fixture, self.perturbations)]
         if self.postgres_url and self.reader_url:
             url = self.reader_url
-            return [PostgresSource(f"pg:{r.key}", url, _ensure_pg(r, self.postgres_url),
-                                   "fixture" if i == 0 else "perturbed") for i, r in enumerate(refs)]
+            return [
+                PostgresSource(
+                    f"pg:{r.key}",
+                    url,
+                    _ensure_pg(r, self.postgres_url),
+                    "fixture" if i == 0 else "perturbed",
+                )
+                for i, r in enumerate(refs)
+            ]
         return [_image_source(r, "fixture" if i == 0 else "perturbed") for i, r in enumerate(refs)]
 
     def gold_query(self, task: Task) -> str:
@@ -274,7 +291,9 @@ class SqlEnv(ToolEnv):
         gold = self.gold_query(task)
         return [
             VerifierCase(gold, "pass", "gold"),
-            VerifierCase("  " + gold.strip().rstrip(";") + " ;  -- reformatted", "pass", "gold reformatted"),
+            VerifierCase(
+                "  " + gold.strip().rstrip(";") + " ;  -- reformatted", "pass", "gold reformatted"
+            ),
             VerifierCase("SELECT 'gymhub: no such value' AS wrong", "fail", "wrong constant"),
             VerifierCase("SELEC nothing FRM nowhere", "malformed", "syntax error"),
             VerifierCase("DROP TABLE IF EXISTS x", "malformed", "destructive statement"),
@@ -314,8 +333,8 @@ def _image_source(ref: FixtureRef, role: str) -> SqliteImageSource:
 def _reader_url(admin_url: str) -> str:
     from sqlalchemy.engine import make_url
 
-    return make_url(admin_url).set(username="gymhub_reader", password=None).render_as_string(
-        hide_password=False)
+    url = make_url(admin_url).set(username="gymhub_reader", password=None)
+    return str(url.render_as_string(hide_password=False))
 
 
 def _quote(identifier: str) -> str:

@@ -1,0 +1,352 @@
+"""The FastAPI app: the HTTP face of an :class:`~gymhub.server.episodes.EpisodeManager`.
+
+The app is a thin shell. Route handlers validate the request (pydantic, at the wire
+only), hand the work to the manager, and return the bytes the manager produced, so a
+step reply is serialised once, in a worker thread, and never re-validated on the way
+out. Authentication and the body-size limit are a small pure-ASGI guard in front of
+everything, so an oversized or unauthenticated request is refused before its body is
+read. Every failure leaves as ``{"error": {"code", "message"}}`` with the status that
+:data:`gymhub.server.errors.STATUS` assigns to its code.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gymhub.envs import Registry, registry as default_registry
+from gymhub.errors import GymhubError
+
+from .episodes import EpisodeManager
+from .errors import (
+    STATUS,
+    InvalidRequest,
+    PayloadTooLarge,
+    ReferenceDisabled,
+    SeqConflict,
+    ServerError,
+    status_of,
+)
+from .metrics import CONTENT_TYPE
+from .wire import (
+    CreateEpisode,
+    EnvList,
+    EpisodeClosed,
+    EpisodeCreated,
+    ErrorBody,
+    Health,
+    MessageModel,
+    ScoreModel,
+    StepReply,
+    StepRequest,
+    TaskList,
+    VerifierCaseModel,
+    VerifyRequest,
+    dumps,
+)
+
+__all__ = ["API_VERSION", "create_app"]
+
+log = logging.getLogger("gymhub.server")
+
+API_VERSION = "v1"
+_JSON = "application/json"
+
+
+def create_app(
+    env_ids: Sequence[str],
+    *,
+    registry: Registry | None = None,
+    max_episodes: int = 1024,
+    token: str | None = None,
+    ttl_s: float | None = 600.0,
+    step_timeout_s: float = 60.0,
+    max_body_bytes: int = 1 << 20,
+    workers: int | None = None,
+    retry_after_s: float = 1.0,
+    recycle: int = 64,
+    expose_reference: bool = True,
+    drain_timeout_s: float = 30.0,
+    env_kwargs: dict[str, dict[str, Any]] | None = None,
+) -> FastAPI:
+    """Build the environment server.
+
+    Args:
+        env_ids: environments to serve; unknown ids raise ``EnvNotFound`` now, not at
+            the first request.
+        registry: where ids are looked up (tests pass their own); the default registry
+            otherwise.
+        max_episodes: cap on live episodes; beyond it, creation answers 429.
+        token: if set, every ``/v1`` request needs ``Authorization: Bearer <token>``;
+            ``/healthz`` and ``/metrics`` stay open for probes and scrapers.
+        ttl_s: idle seconds before an episode is reaped (``None`` disables reaping).
+        step_timeout_s: per-reset/step deadline; past it the reply is 504 and the
+            episode is closed.
+        max_body_bytes: largest request body accepted (413 beyond).
+        workers: threads for environment code (default: ``min(32, cpus + 4)``).
+        retry_after_s: the ``Retry-After`` a 429 carries.
+        recycle: finished environments kept per id for reuse (0 disables).
+        expose_reference: serve gold actions, verifier cases and ``/v1/verify`` (what
+            ``check_env`` and ``--policy gold`` need); switch off on shared servers.
+        drain_timeout_s: how long shutdown waits for in-flight steps.
+        env_kwargs: constructor arguments per environment id.
+
+    Returns:
+        A FastAPI app; run it with uvicorn (see :mod:`gymhub.server.cli`).
+    """
+    manager = EpisodeManager(
+        registry or default_registry, env_ids, max_episodes=max_episodes, ttl_s=ttl_s,
+        step_timeout_s=step_timeout_s, workers=workers or min(32, (os.cpu_count() or 1) + 4),
+        retry_after_s=retry_after_s, recycle=recycle, env_kwargs=env_kwargs,
+    )
+    metrics = manager.metrics
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await manager.start()
+        try:
+            yield
+        finally:
+            await manager.drain(drain_timeout_s)
+
+    app = FastAPI(
+        title="gymhub environment server", version=API_VERSION, lifespan=lifespan,
+        description="Stateful multi-turn episodes over HTTP. Errors are "
+                    "{\"error\": {\"code\", \"message\"}} with stable codes.",
+    )
+    app.state.manager = manager
+
+    def fail(exc: GymhubError) -> Response:
+        status = status_of(exc)
+        metrics.errors.labels(exc.code).inc()
+        detail: dict[str, Any] = {"code": exc.code, "message": str(exc)}
+        if isinstance(exc, SeqConflict) and exc.expected is not None:
+            detail["expected_seq"] = exc.expected
+        headers = {}
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+        return Response(dumps({"error": detail}), status, headers, media_type=_JSON)
+
+    async def on_gymhub(_r: Request, exc: Exception) -> Response:
+        assert isinstance(exc, GymhubError)
+        return fail(exc)
+
+    async def on_invalid(_r: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return fail(InvalidRequest(_readable(exc)))
+
+    async def on_http(_r: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+        code = codes.get(exc.status_code, "invalid_request")
+        err = ServerError(str(exc.detail))
+        err.code, err.status = code, exc.status_code if exc.status_code in codes else 422
+        return fail(err)
+
+    async def on_crash(_r: Request, exc: Exception) -> Response:
+        log.exception("unhandled error", exc_info=exc)
+        err = ServerError(f"internal error: {type(exc).__name__}")
+        err.code = "internal_error"
+        return fail(err)
+
+    app.add_exception_handler(GymhubError, on_gymhub)
+    app.add_exception_handler(RequestValidationError, on_invalid)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_crash)
+    app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes, fail=fail)
+
+    def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+        out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody} for c in codes}
+        if token is not None:
+            out[401] = {"model": ErrorBody}
+        return out
+
+    def raw(body: bytes, status: int = 200) -> Response:
+        return Response(body, status, media_type=_JSON)
+
+    def reference_on() -> None:
+        if not expose_reference:
+            raise ReferenceDisabled("this server does not expose gold actions or verifiers")
+
+    @app.get("/healthz", response_model=Health, tags=["ops"])
+    async def healthz() -> Response:
+        """Liveness and load: 200 while serving, 503 once draining."""
+        body = {"status": "draining" if manager.draining else "ok",
+                "episodes_open": manager.live, "max_episodes": manager.max_episodes,
+                "draining": manager.draining}
+        return raw(dumps(body), 503 if manager.draining else 200)
+
+    @app.get("/metrics", tags=["ops"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    async def prometheus() -> Response:
+        """Prometheus text exposition."""
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/v1/envs", response_model=EnvList, responses=errors(), tags=["envs"])
+    async def list_envs() -> Response:
+        """Served environments: ids, tool schemas, verifier ids and task counts."""
+        return raw(dumps({"envs": manager.env_infos()}))
+
+    @app.get("/v1/tasks", response_model=TaskList, responses=errors(404, 422), tags=["envs"])
+    async def list_tasks(env: str = Query(max_length=200),
+                         offset: int = Query(0, ge=0, le=10**9),
+                         limit: int = Query(1000, ge=1, le=100_000)) -> Response:
+        """Task ids and tags of one environment (never gold answers)."""
+        return raw(dumps(await manager.tasks(env, offset, limit)))
+
+    @app.get("/v1/verifier-cases", response_model=list[VerifierCaseModel],
+             responses=errors(403, 404, 422, 504), tags=["reference"])
+    async def verifier_cases(env: str = Query(max_length=200),
+                             task_id: str = Query(max_length=500)) -> Response:
+        """The verifier's golden cases for one task (reveals the gold answer)."""
+        reference_on()
+        return raw(dumps(await manager.verifier_cases(env, task_id)))
+
+    @app.post("/v1/verify", response_model=ScoreModel, responses=errors(403, 404, 413, 422, 504),
+              tags=["reference"])
+    async def verify(req: VerifyRequest, env: str = Query(max_length=200)) -> Response:
+        """Score a submission for a task outside any episode."""
+        reference_on()
+        return raw(dumps(await manager.verify(env, req.task_id, req.submission)))
+
+    @app.post("/v1/episodes", status_code=201, response_model=EpisodeCreated,
+              responses=errors(404, 413, 422, 429, 503, 504), tags=["episodes"])
+    async def create_episode(req: CreateEpisode) -> Response:
+        """Open an episode; the reply carries its id and first observation."""
+        body = await manager.create(req.env, seed=req.seed, task_id=req.task_id,
+                                    options=req.options, request_id=req.request_id)
+        return raw(body, 201)
+
+    @app.post("/v1/episodes/{episode_id}/step", response_model=StepReply,
+              responses=errors(404, 409, 413, 422, 504), tags=["episodes"])
+    async def step(episode_id: str, req: StepRequest) -> Response:
+        """Apply step ``seq``; repeating the last ``seq`` replays its reply."""
+        return raw(await manager.step(episode_id, req.action, req.seq))
+
+    @app.get("/v1/episodes/{episode_id}/gold", response_model=MessageModel,
+             responses=errors(403, 404, 409, 504), tags=["reference"])
+    async def gold(episode_id: str) -> Response:
+        """The reference policy's next action in this episode."""
+        reference_on()
+        return raw(dumps(await manager.gold(episode_id)))
+
+    @app.delete("/v1/episodes/{episode_id}", response_model=EpisodeClosed,
+                responses=errors(404), tags=["episodes"])
+    async def close_episode(episode_id: str) -> Response:
+        """Close an episode and release its environment."""
+        await manager.close(episode_id)
+        return raw(dumps({"episode_id": episode_id, "closed": True}))
+
+    if token is not None:
+        _document_bearer(app)
+    return app
+
+
+def _readable(exc: RequestValidationError) -> str:
+    """One line per problem: ``body.seq: Input should be greater than or equal to 1``."""
+    parts = []
+    for err in exc.errors()[:10]:
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def _document_bearer(app: FastAPI) -> None:
+    """Declare the bearer scheme on every ``/v1`` operation of the OpenAPI schema."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
+            "type": "http", "scheme": "bearer"}
+        for path, ops in schema.get("paths", {}).items():
+            if path.startswith("/v1/"):
+                for op in ops.values():
+                    op["security"] = [{"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+class _Guard:
+    """Pure-ASGI gate: bearer token and body size, before any body byte is read.
+
+    Bodies that announce their length are refused on the header alone; chunked
+    bodies are read up to the limit and replayed, so the limit holds either way.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int,
+                 fail: Callable[[GymhubError], Response]) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode() if token is not None else None
+        self.max_body = max_body_bytes
+        self.fail = fail
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if self.expected is not None and scope["path"].startswith("/v1/"):
+            given = headers.get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                from .errors import Unauthorized
+
+                what = "a wrong" if given else "no"
+                err = Unauthorized(f"{what} bearer token; send 'Authorization: Bearer <token>'")
+                await self.fail(err)(scope, receive, send)
+                return
+        length = headers.get(b"content-length")
+        too_big = PayloadTooLarge(f"request body is larger than {self.max_body} bytes")
+        if length is not None:
+            try:
+                size = int(length)
+            except ValueError:
+                size = 0
+            if size > self.max_body:
+                await self.fail(too_big)(scope, receive, send)
+                return
+        elif scope["method"] in ("POST", "PUT", "PATCH"):
+            chunks: list[bytes] = []
+            total, more = 0, True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                chunk = message.get("body", b"")
+                total += len(chunk)
+                if total > self.max_body:
+                    await self.fail(too_big)(scope, receive, send)
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            receive = _replay(b"".join(chunks), receive)
+        await self.app(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+

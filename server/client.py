@@ -1,0 +1,446 @@
+"""Clients of the environment server: async for learners, sync for Gymnasium code.
+
+What this client promises, because the anchors broke each of these promises:
+
+* **It never retries forever and never hangs.** Every call has one deadline
+  (``timeout``) that covers all of its attempts and the sleeps between them; when it
+  passes, the call raises :class:`~gymhub.server.errors.RequestTimeout`. A server that
+  is gone gives :class:`~gymhub.server.errors.TransportError` once the bounded retries
+  (``retries``) are used up.
+* **A retried step is never applied twice.** Steps carry ``seq``; a retry sends the
+  same ``seq`` and the server replays its cached reply. Creations carry a
+  ``request_id`` for the same reason.
+* **Backoff is jittered and honours ``Retry-After``** (429 at capacity, 503 while a
+  server drains), so a fleet of clients does not retry in lockstep.
+* **httpx's pool never queues.** httpx's connection pool degrades badly with
+  thousands of queued requests, so the async client admits at most
+  ``max_connections`` requests at a time through its own semaphore and httpx never
+  sees a queue.
+* **Errors are typed.** Each server error code comes back as its own exception
+  (:func:`gymhub.server.errors.error_from_wire`), e.g.
+  :class:`~gymhub.errors.EpisodeFinished` exactly as a local environment raises it.
+
+This module imports only :mod:`gymhub.types`, :mod:`gymhub.errors`, the server's
+error module and httpx: a learner can use it without FastAPI or the environments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from gymhub.errors import GymhubError
+from gymhub.types import Message, Score, StepResult
+
+from .errors import RequestTimeout, ServerError, TransportError, error_from_wire
+
+__all__ = ["AsyncEnvClient", "ClientConfig", "EnvClient", "RemoteEpisode", "encode_action"]
+
+#: Statuses retried even without a Retry-After (a proxy's transient failures included).
+_RETRY_STATUS = frozenset({429, 502, 503})
+#: Transport failures after which the same request may safely be sent again.
+_RETRY_EXC = (httpx.TransportError,)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How a client talks to one server.
+
+    Attributes:
+        base_url: ``http://host:port`` (a path prefix is kept, ``/v1`` is added).
+        token: bearer token, if the server requires one.
+        timeout: deadline in seconds for one call, all retries included. Keep it above
+            the server's step deadline so that a slow step is reported as the server's
+            504, not as a client timeout.
+        connect_timeout: deadline for opening one connection.
+        retries: extra attempts after the first (bounded; 0 disables retries).
+        backoff_s: first backoff; it doubles per attempt, with full jitter.
+        max_backoff_s: cap on one backoff sleep (and on an honoured Retry-After).
+        max_connections: connections (and so concurrent requests) to this server.
+    """
+
+    base_url: str
+    token: str | None = None
+    timeout: float = 120.0
+    connect_timeout: float = 5.0
+    retries: int = 4
+    backoff_s: float = 0.05
+    max_backoff_s: float = 2.0
+    max_connections: int = 256
+
+    def headers(self) -> dict[str, str]:
+        """Headers sent on every request."""
+        out = {"content-type": "application/json", "accept": "application/json"}
+        if self.token:
+            out["authorization"] = f"Bearer {self.token}"
+        return out
+
+    def limits(self) -> httpx.Limits:
+        """Explicit pool limits: one keep-alive connection per admitted request."""
+        return httpx.Limits(max_connections=self.max_connections,
+                            max_keepalive_connections=self.max_connections, keepalive_expiry=30)
+
+    def root(self) -> str:
+        """The ``/v1`` root of the API."""
+        return self.base_url.rstrip("/") + "/v1"
+
+
+def encode_action(action: Any) -> Any:
+    """Put an action on the wire: messages as dicts, everything else as JSON allows.
+
+    An object JSON cannot hold is sent as ``{"__unserializable__": "<type>"}`` so the
+    environment answers it as a malformed action, exactly as it would locally.
+    """
+    if isinstance(action, Message):
+        return action.to_dict()
+    return json.loads(_dumps(action))
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"),
+                      default=lambda o: {"__unserializable__": type(o).__name__}).encode()
+
+
+def _step_result(body: Mapping[str, Any]) -> StepResult:
+    info = dict(body.get("info") or {})
+    if body.get("score") is not None:
+        info["score"] = Score.from_dict(body["score"])
+    return StepResult(
+        observation=[Message.from_dict(m) for m in body["observation"]],
+        reward=float(body["reward"]), terminated=bool(body["terminated"]),
+        truncated=bool(body["truncated"]), info=info,
+    )
+
+
+def _error(resp: httpx.Response) -> GymhubError:
+    retry_after = _retry_after(resp)
+    try:
+        detail = resp.json()["error"]
+        code, message = str(detail["code"]), str(detail["message"])
+        expected = detail.get("expected_seq")
+    except (ValueError, KeyError, TypeError):
+        code, message, expected = f"http_{resp.status_code}", resp.text[:500], None
+    return error_from_wire(resp.status_code, code, message, retry_after=retry_after,
+                           expected=expected if isinstance(expected, int) else None)
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class _Policy:
+    """Shared retry arithmetic of the sync and async clients."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+
+    def attempt_timeout(self, deadline: float) -> httpx.Timeout:
+        left = max(0.001, deadline - time.monotonic())
+        return httpx.Timeout(left, connect=min(self.config.connect_timeout, left))
+
+    def sleep_for(self, attempt: int, deadline: float, retry_after: float | None) -> float | None:
+        """Seconds to sleep before attempt ``attempt + 1``, or ``None`` to give up."""
+        if attempt >= self.config.retries:
+            return None
+        cap = min(self.config.max_backoff_s, self.config.backoff_s * 2**attempt)
+        delay = random.uniform(0, cap)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.config.max_backoff_s))
+        if time.monotonic() + delay >= deadline:
+            return None
+        return delay
+
+    def give_up(self, exc: BaseException | None, last: GymhubError | None, what: str,
+                started: float) -> GymhubError:
+        if last is not None:
+            return last
+        waited = time.monotonic() - started
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return RequestTimeout(f"{what}: no answer from {self.config.base_url} within "
+                                  f"{waited:.1f} s ({type(exc).__name__})")
+        return TransportError(f"{what}: cannot reach {self.config.base_url} after "
+                              f"{waited:.1f} s and {self.config.retries} retries: "
+                              f"{type(exc).__name__}: {exc}")
+
+
+@dataclass
+class RemoteEpisode:
+    """An open episode on one server; steps number themselves.
+
+    Attributes:
+        id: the server's episode id.
+        env: the environment id.
+        observation: the opening messages.
+        info: the opening info (task id, tools, ...).
+        seq: the last step applied (0 before the first).
+        done: the episode has ended.
+    """
+
+    client: AsyncEnvClient
+    id: str
+    env: str
+    observation: list[Message]
+    info: dict[str, Any]
+    seq: int = 0
+    done: bool = False
+    _closed: bool = field(default=False, repr=False)
+
+    async def step(self, action: Any) -> StepResult:
+        """Apply one action (a :class:`Message`, or a message dict)."""
+        result = await self.client.step(self.id, action, self.seq + 1)
+        self.seq += 1
+        self.done = result.terminated or result.truncated
+        return result
+
+    async def gold_action(self) -> Message:
+        """The server's reference action for the current state."""
+        return await self.client.gold_action(self.id)
+
+    async def close(self) -> None:
+        """Close the episode on the server (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            await self.client.close_episode(self.id, missing_ok=True)
+
+
+class AsyncEnvClient:
+    """Async client of one environment server.
+
+    Args:
+        base_url: ``http://host:port``.
+        transport: an httpx transport (``httpx.ASGITransport(app)`` for in-process use).
+        **config: fields of :class:`ClientConfig` (``token``, ``timeout``, ``retries`` ...).
+    """
+
+    def __init__(self, base_url: str, *, transport: httpx.AsyncBaseTransport | None = None,
+                 **config: Any) -> None:
+        self.config = ClientConfig(base_url=base_url, **config)
+        self._policy = _Policy(self.config)
+        self._http = httpx.AsyncClient(
+            headers=self.config.headers(), limits=self.config.limits(), transport=transport,
+            timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
+        )
+        self._gate = asyncio.Semaphore(self.config.max_connections)
+        self._root = self.config.root()
+
+    async def __aenter__(self) -> AsyncEnvClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, body: Any = None, *,
+                    params: Mapping[str, Any] | None = None, what: str = "") -> Any:
+        started = time.monotonic()
+        deadline = started + self.config.timeout
+        content = _dumps(body) if body is not None else None
+        attempt, exc, last = 0, None, None
+        while True:
+            retry_after = None
+            try:
+                async with self._gate:
+                    resp = await self._http.request(
+                        method, self._root + path, content=content, params=params,
+                        timeout=self._policy.attempt_timeout(deadline))
+            except _RETRY_EXC as e:
+                exc, last = e, None
+            else:
+                if resp.status_code < 400:
+                    return resp.json()
+                last = _error(resp)
+                if resp.status_code not in _RETRY_STATUS:
+                    raise last
+                retry_after = _retry_after(resp)
+            delay = self._policy.sleep_for(attempt, deadline, retry_after)
+            if delay is None:
+                raise self._policy.give_up(exc, last, what or f"{method} {path}", started)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /healthz``: status, open episodes and capacity."""
+        started = time.monotonic()
+        try:
+            resp = await self._http.get(self.config.base_url.rstrip("/") + "/healthz")
+        except _RETRY_EXC as e:
+            raise self._policy.give_up(e, None, "health", started) from e
+        if resp.status_code >= 400 and resp.status_code != 503:
+            raise _error(resp)
+        out: dict[str, Any] = resp.json()
+        return out
+
+    async def list_envs(self) -> list[dict[str, Any]]:
+        """Served environments with tool schemas, verifier ids and task counts."""
+        body = await self._call("GET", "/envs")
+        envs: list[dict[str, Any]] = body["envs"]
+        return envs
+
+    async def open(self, env: str, *, seed: int | None = None, task_id: str | None = None,
+                   options: Mapping[str, Any] | None = None) -> RemoteEpisode:
+        """Open an episode of ``env`` (retried safely: a request id makes it idempotent)."""
+        body = await self._call("POST", "/episodes", _create_body(env, seed, task_id, options),
+                                what=f"open {env}")
+        return RemoteEpisode(self, body["episode_id"], env,
+                             [Message.from_dict(m) for m in body["observation"]], body["info"])
+
+    async def step(self, episode_id: str, action: Any, seq: int) -> StepResult:
+        """Apply step ``seq`` (prefer :meth:`RemoteEpisode.step`, which counts for you)."""
+        body = await self._call("POST", f"/episodes/{episode_id}/step",
+                                {"action": encode_action(action), "seq": seq},
+                                what=f"step {seq} of {episode_id}")
+        return _step_result(body)
+
+    async def gold_action(self, episode_id: str) -> Message:
+        """The reference action for an episode's current state."""
+        return Message.from_dict(await self._call("GET", f"/episodes/{episode_id}/gold"))
+
+    async def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
+        """Close an episode; with ``missing_ok`` an unknown id is not an error."""
+        try:
+            await self._call("DELETE", f"/episodes/{episode_id}")
+        except ServerError as exc:
+            if not (missing_ok and exc.code == "episode_not_found"):
+                raise
+
+    async def tasks(self, env: str) -> list[dict[str, Any]]:
+        """Task ids and tags of ``env``."""
+        body = await self._call("GET", "/tasks", params={"env": env, "limit": 100_000})
+        tasks: list[dict[str, Any]] = body["tasks"]
+        return tasks
+
+    async def verify(self, env: str, task_id: str, submission: Any) -> Score:
+        """Score ``submission`` for a task outside any episode."""
+        body = await self._call("POST", "/verify", {"task_id": task_id, "submission": submission},
+                                params={"env": env})
+        return Score.from_dict(body)
+
+
+class EnvClient:
+    """Blocking twin of :class:`AsyncEnvClient`, for :class:`~gymhub.server.remote.RemoteEnv`.
+
+    Args:
+        base_url: ``http://host:port``.
+        transport: an httpx transport (tests).
+        **config: fields of :class:`ClientConfig`.
+    """
+
+    def __init__(self, base_url: str, *, transport: httpx.BaseTransport | None = None,
+                 **config: Any) -> None:
+        self.config = ClientConfig(base_url=base_url, **config)
+        self._policy = _Policy(self.config)
+        self._http = httpx.Client(
+            headers=self.config.headers(), limits=self.config.limits(), transport=transport,
+            timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
+        )
+        self._root = self.config.root()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def call(self, method: str, path: str, body: Any = None, *,
+             params: Mapping[str, Any] | None = None, what: str = "") -> Any:
+        """One API call with the bounded, jittered retries described in the module."""
+        started = time.monotonic()
+        deadline = started + self.config.timeout
+        content = _dumps(body) if body is not None else None
+        attempt, exc, last = 0, None, None
+        while True:
+            retry_after = None
+            try:
+                resp = self._http.request(method, self._root + path, content=content,
+                                          params=params,
+                                          timeout=self._policy.attempt_timeout(deadline))
+            except _RETRY_EXC as e:
+                exc, last = e, None
+            else:
+                if resp.status_code < 400:
+                    return resp.json()
+                last = _error(resp)
+                if resp.status_code not in _RETRY_STATUS:
+                    raise last
+                retry_after = _retry_after(resp)
+            delay = self._policy.sleep_for(attempt, deadline, retry_after)
+            if delay is None:
+                raise self._policy.give_up(exc, last, what or f"{method} {path}", started)
+            time.sleep(delay)
+            attempt += 1
+
+    def list_envs(self) -> list[dict[str, Any]]:
+        """Served environments."""
+        envs: list[dict[str, Any]] = self.call("GET", "/envs")["envs"]
+        return envs
+
+    def open(self, env: str, *, seed: int | None = None, task_id: str | None = None,
+             options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Open an episode; returns the raw creation reply."""
+        out: dict[str, Any] = self.call("POST", "/episodes",
+                                        _create_body(env, seed, task_id, options),
+                                        what=f"open {env}")
+        return out
+
+    def step(self, episode_id: str, action: Any, seq: int) -> StepResult:
+        """Apply step ``seq`` of an episode."""
+        return _step_result(self.call("POST", f"/episodes/{episode_id}/step",
+                                      {"action": encode_action(action), "seq": seq},
+                                      what=f"step {seq} of {episode_id}"))
+
+    def gold_action(self, episode_id: str) -> Message:
+        """The reference action for an episode's current state."""
+        return Message.from_dict(self.call("GET", f"/episodes/{episode_id}/gold"))
+
+    def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
+        """Close an episode; with ``missing_ok`` an unknown id is not an error."""
+        try:
+            self.call("DELETE", f"/episodes/{episode_id}")
+        except ServerError as exc:
+            if not (missing_ok and exc.code == "episode_not_found"):
+                raise
+
+    def tasks(self, env: str) -> list[dict[str, Any]]:
+        """Task ids and tags of ``env``."""
+        tasks: list[dict[str, Any]] = self.call(
+            "GET", "/tasks", params={"env": env, "limit": 100_000})["tasks"]
+        return tasks
+
+    def verifier_cases(self, env: str, task_id: str) -> list[dict[str, Any]]:
+        """Golden verifier cases of one task."""
+        cases: list[dict[str, Any]] = self.call(
+            "GET", "/verifier-cases", params={"env": env, "task_id": task_id})
+        return cases
+
+    def verify(self, env: str, task_id: str, submission: Any) -> Score:
+        """Score ``submission`` for a task outside any episode."""
+        return Score.from_dict(self.call("POST", "/verify",
+                                         {"task_id": task_id, "submission": submission},
+                                         params={"env": env}))
+
+
+def _create_body(env: str, seed: int | None, task_id: str | None,
+                 options: Mapping[str, Any] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"env": env, "request_id": uuid.uuid4().hex}
+    if seed is not None:
+        body["seed"] = seed
+    if task_id is not None:
+        body["task_id"] = task_id
+    if options:
+        body["options"] = dict(options)
+    return body

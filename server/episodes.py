@@ -1,0 +1,559 @@
+"""The episode manager: every open episode of one server, and the rules that keep them sane.
+
+Why a manager rather than a dict in the route handlers: the faults that kill
+multi-turn runs live here. Episodes leak when a client dies (so idle ones are
+reaped after a TTL, on by default); a retried step must not be applied twice (so
+each episode remembers its last ``seq`` and the reply it produced); a hung
+environment must not hang the server (so each step has a deadline, and the episode
+is closed when it passes); blocking environment code must not stall the event loop
+(so it runs in a bounded thread pool); and shutdown must not drop work (so
+:meth:`EpisodeManager.drain` waits for in-flight steps, then closes every episode).
+
+Steps of one episode are serialised by a per-episode :class:`asyncio.Lock`; steps of
+different episodes run concurrently, up to the pool's size.
+
+Replies are built and serialised to JSON bytes in the worker thread that ran the
+environment, so the event loop only moves bytes; the same bytes are the idempotency
+cache.
+
+Environment instances whose episode ended normally are *recycled* (kept in a small
+free list and reset for the next episode), because building an environment can cost
+ten times a step. An episode that was closed early, reaped or timed out is closed and
+never recycled, so resources of an abandoned episode are released at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gymhub.envs import Registry, TextEnv
+from gymhub.errors import ConfigError, EpisodeFinished, GymhubError, TaskNotFound
+from gymhub.types import Score
+
+from .errors import (
+    AtCapacity,
+    DeadlineExceeded,
+    EnvCrashed,
+    EpisodeNotFound,
+    SeqConflict,
+    ServerDraining,
+)
+from .metrics import Metrics
+from .wire import dumps, jsonable
+
+__all__ = ["Episode", "EpisodeManager"]
+
+log = logging.getLogger("gymhub.server")
+T = TypeVar("T")
+
+#: How many closed episode ids are remembered to explain a later 404.
+_TOMBSTONES = 10_000
+
+
+@dataclass(eq=False)
+class Episode:
+    """One episode held by the server.
+
+    Attributes:
+        id: the unguessable id handed to the client.
+        env_id: which environment it runs.
+        env: the live environment; ``None`` once the episode has ended.
+        seq: the last applied step (0 before the first).
+        last_reply: the serialised reply of step ``seq``, replayed on a retry.
+        created_reply: the serialised creation reply, replayed for a repeated ``request_id``.
+        last_used: monotonic time of the last request, for the TTL reaper.
+    """
+
+    id: str
+    env_id: str
+    env: TextEnv | None
+    created_reply: bytes = b""
+    request_id: str | None = None
+    seq: int = 0
+    last_reply: bytes | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    closed: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class _Probe:
+    """An environment instance kept for listings, gold answers and verification."""
+
+    def __init__(self, env: TextEnv) -> None:
+        self.env = env
+        self.lock = threading.Lock()
+
+
+class EpisodeManager:
+    """Holds and drives the episodes of one server process.
+
+    Args:
+        registry: where environment ids are looked up.
+        env_ids: the environments this server serves (validated now: unknown ids raise
+            :class:`~gymhub.errors.EnvNotFound` with suggestions).
+        max_episodes: cap on live episodes; creations beyond it get :class:`AtCapacity`.
+        ttl_s: idle seconds after which a live episode is reaped (``None`` disables).
+        step_timeout_s: deadline for one reset or step, queueing in the pool included.
+        workers: threads running environment code.
+        retry_after_s: what a capacity refusal tells the client to wait.
+        recycle: finished environments kept per id for reuse (0 disables).
+        env_kwargs: constructor arguments per environment id.
+        metrics: where to count; a private set is made if omitted.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        env_ids: Sequence[str],
+        *,
+        max_episodes: int = 1024,
+        ttl_s: float | None = 600.0,
+        step_timeout_s: float = 60.0,
+        workers: int = 8,
+        retry_after_s: float = 1.0,
+        recycle: int = 64,
+        env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        if not env_ids:
+            raise ConfigError("serve at least one environment id")
+        if max_episodes < 1 or workers < 1 or step_timeout_s <= 0:
+            raise ConfigError("max_episodes and workers must be >= 1, step_timeout_s > 0")
+        if ttl_s is not None and ttl_s <= 0:
+            raise ConfigError("ttl_s must be positive (or None to disable reaping)")
+        self.registry = registry
+        self.specs = {i: registry.spec(i) for i in dict.fromkeys(env_ids)}
+        self.max_episodes = max_episodes
+        self.ttl_s = ttl_s
+        self.finished_ttl_s = min(ttl_s, 60.0) if ttl_s is not None else 60.0
+        self.step_timeout_s = step_timeout_s
+        self.workers = workers
+        self.retry_after_s = retry_after_s
+        self.recycle = recycle
+        self.env_kwargs = {k: dict(v) for k, v in (env_kwargs or {}).items()}
+        self.metrics = metrics or Metrics(lambda: self.live)
+        self.episodes: dict[str, Episode] = {}
+        self.live = 0  # live environments, including creations in progress
+        self.draining = False
+        self._probes: dict[str, _Probe] = {}
+        self._infos: list[dict[str, Any]] = []
+        self._free: dict[str, list[TextEnv]] = {i: [] for i in self.specs}
+        self._tombstones: OrderedDict[str, str] = OrderedDict()
+        self._creating: dict[str, asyncio.Future[bytes]] = {}
+        self._requests: dict[str, Episode] = {}  # request_id -> episode, for idempotent create
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._executor: ThreadPoolExecutor | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start the worker pool and the reaper, and build one probe per environment."""
+        self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="gymhub-env")
+        loop = asyncio.get_running_loop()
+        for env_id in self.specs:
+            probe = await loop.run_in_executor(self._executor, self._build, env_id)
+            self._probes[env_id] = _Probe(probe)
+            self._infos.append(self._describe(env_id, probe))
+        if self.ttl_s is not None:
+            self._reaper = asyncio.create_task(self._reap_loop())
+
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting work, let in-flight calls finish, then close every episode."""
+        self.draining = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        envs: list[tuple[str, TextEnv]] = []
+        for ep in list(self.episodes.values()):
+            if ep.env is not None:
+                envs.append((ep.env_id, ep.env))
+                self._count_finish(ep.env_id, "shutdown")
+            self._forget(ep, "the server shut down")
+        for free in self._free.values():
+            envs.extend(("", e) for e in free)
+            free.clear()
+        envs.extend(("", p.env) for p in self._probes.values())
+        if self._executor is not None:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(self._executor, _close_quietly, e)
+                                   for _, e in envs))
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        self.live = 0
+
+    # ------------------------------------------------------------------- queries
+    def env_infos(self) -> list[dict[str, Any]]:
+        """What ``GET /v1/envs`` lists."""
+        return self._infos
+
+    def get(self, episode_id: str) -> Episode:
+        """The episode, or :class:`EpisodeNotFound` saying why it is gone."""
+        ep = self.episodes.get(episode_id)
+        if ep is None or ep.closed:
+            why = self._tombstones.get(episode_id)
+            detail = f": {why}" if why else " (never opened here, or the server restarted)"
+            raise EpisodeNotFound(f"no open episode {episode_id!r}{detail}")
+        return ep
+
+    # ------------------------------------------------------------------- actions
+    async def create(
+        self,
+        env_id: str,
+        *,
+        seed: int | None = None,
+        task_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> bytes:
+        """Open an episode and return its serialised creation reply.
+
+        Raises:
+            EnvNotFound, AtCapacity, ServerDraining, TaskNotFound, DeadlineExceeded,
+            EnvCrashed: see the error codes.
+        """
+        if self.draining:
+            raise ServerDraining("the server is shutting down; open the episode elsewhere",
+                                 retry_after=self.retry_after_s)
+        if env_id not in self.specs:
+            self.registry.spec(env_id)  # raises EnvNotFound with suggestions
+            served = ", ".join(self.specs)
+            raise ConfigError(f"environment {env_id!r} is not served here; served: {served}")
+        if request_id is not None:
+            known = self._by_request(request_id)
+            if known is not None:
+                return known
+            pending = self._creating.get(request_id)
+            if pending is not None:
+                return await asyncio.shield(pending)
+        if self.live >= self.max_episodes:
+            self.metrics.capacity_rejections.inc()
+            raise AtCapacity(f"the server holds its maximum of {self.max_episodes} episodes; "
+                             "retry later or close finished episodes", retry_after=self.retry_after_s)
+        self.live += 1
+        waiter: asyncio.Future[bytes] | None = None
+        if request_id is not None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._creating[request_id] = waiter
+        try:
+            reply = await self._create(env_id, seed, task_id, options, request_id)
+        except BaseException as exc:
+            self.live -= 1
+            if waiter is not None:
+                waiter.set_exception(exc)
+                waiter.exception()  # mark retrieved: nobody may be waiting
+            raise
+        finally:
+            if request_id is not None:
+                self._creating.pop(request_id, None)
+        if waiter is not None:
+            waiter.set_result(reply)
+        return reply
+
+    async def step(self, episode_id: str, action: Any, seq: int) -> bytes:
+        """Apply step ``seq`` of an episode; a repeat of the last ``seq`` replays its reply.
+
+        Raises:
+            EpisodeNotFound, SeqConflict, EpisodeFinished, DeadlineExceeded, EnvCrashed.
+        """
+        ep = self.get(episode_id)
+        async with ep.lock:
+            if ep.closed:
+                self.get(episode_id)  # raises, with the reason
+            ep.last_used = time.monotonic()
+            if seq == ep.seq and ep.last_reply is not None:
+                self.metrics.step_retries.inc()
+                return ep.last_reply
+            if ep.env is None:
+                raise EpisodeFinished(f"episode {episode_id} has ended (last step {ep.seq}); "
+                                      "open a new episode")
+            if seq != ep.seq + 1:
+                raise SeqConflict(f"step seq {seq} is out of order: the last applied step is "
+                                  f"{ep.seq}, so send {ep.seq + 1} (or {ep.seq} to replay it)",
+                                  expected=ep.seq + 1)
+            env = ep.env
+            t0 = time.perf_counter()
+            try:
+                reply, ended = await self._run(env, lambda: _step_reply(env, action, seq))
+            except DeadlineExceeded:
+                self._abandon(ep, "deadline", f"closed after step {seq} ran past the "
+                              f"{self.step_timeout_s:g} s deadline")
+                raise
+            except GymhubError:
+                raise
+            except Exception as exc:
+                log.exception("environment %s crashed in step", ep.env_id)
+                self._abandon(ep, "env_error", f"closed after the environment crashed: {exc!r}")
+                raise EnvCrashed(f"the environment raised {type(exc).__name__}: {exc}; "
+                                 "the episode was closed") from exc
+            self.metrics.step_seconds.labels(ep.env_id).observe(time.perf_counter() - t0)
+            self.metrics.steps.labels(ep.env_id).inc()
+            ep.seq, ep.last_reply = seq, reply
+            if ended is not None:
+                self._count_finish(ep.env_id, ended)
+                self._release(ep, recycle=True)
+            return reply
+
+    async def close(self, episode_id: str) -> None:
+        """Close an episode (waiting for an in-flight step) and release its environment."""
+        ep = self.get(episode_id)
+        async with ep.lock:
+            if ep.closed:
+                self.get(episode_id)
+            if ep.env is not None:
+                self._count_finish(ep.env_id, "closed")
+            self._abandon(ep, None, "closed by the client")
+
+    async def gold(self, episode_id: str) -> dict[str, Any]:
+        """The reference action for the episode's current state."""
+        ep = self.get(episode_id)
+        async with ep.lock:
+            env = ep.env
+            if env is None:
+                raise EpisodeFinished(f"episode {episode_id} has ended")
+            ep.last_used = time.monotonic()
+            message = await self._run(env, env.gold_action)
+            return message.to_dict()
+
+    async def tasks(self, env_id: str, offset: int, limit: int) -> dict[str, Any]:
+        """Task ids and tags of an environment (never prompts' answers)."""
+        env = self._probe(env_id).env
+        chosen = env.tasks[offset:offset + limit]
+        return {"total": len(env.tasks),
+                "tasks": [{"id": t.id, "meta": jsonable(dict(t.meta))} for t in chosen]}
+
+    async def verifier_cases(self, env_id: str, task_id: str) -> list[dict[str, Any]]:
+        """The environment's golden verifier cases for one task."""
+        probe = self._probe(env_id)
+
+        def work() -> list[dict[str, Any]]:
+            with probe.lock:
+                task = probe.env.task_by_id(task_id)
+                return [{"submission": jsonable(c.submission), "expect": c.expect,
+                         "note": c.note} for c in probe.env.verifier_cases(task)]
+
+        return await self._run(probe.env, work)
+
+    async def verify(self, env_id: str, task_id: str, submission: Any) -> dict[str, Any]:
+        """Score a submission for a task outside any episode."""
+        probe = self._probe(env_id)
+
+        def work() -> dict[str, Any]:
+            with probe.lock:
+                task = probe.env.task_by_id(task_id)
+                try:
+                    score = probe.env.verify(submission, task)
+                except NotImplementedError as exc:
+                    raise ConfigError(str(exc)) from exc
+                return score.to_dict()
+
+        return await self._run(probe.env, work)
+
+    def reap(self, now: float | None = None) -> int:
+        """Close episodes idle past their TTL; returns how many were reaped."""
+        now = time.monotonic() if now is None else now
+        reaped = 0
+        for ep in list(self.episodes.values()):
+            if ep.lock.locked():
+                continue
+            limit = self.ttl_s if ep.env is not None else self.finished_ttl_s
+            if limit is None or now - ep.last_used < limit:
+                continue
+            if ep.env is not None:
+                self._count_finish(ep.env_id, "reaped")
+                reaped += 1
+            self._abandon(ep, None, f"reaped after {limit:g} s without a request")
+        return reaped
+
+    # ------------------------------------------------------------------ internals
+    def _probe(self, env_id: str) -> _Probe:
+        probe = self._probes.get(env_id)
+        if probe is None:
+            self.registry.spec(env_id)
+            raise ConfigError(f"environment {env_id!r} is not served here")
+        return probe
+
+    def _build(self, env_id: str) -> TextEnv:
+        return self.specs[env_id].make(**self.env_kwargs.get(env_id, {}))
+
+    def _describe(self, env_id: str, env: TextEnv) -> dict[str, Any]:
+        spec = self.specs[env_id]
+        verifier_id = getattr(getattr(env, "verifier", None), "id", "")
+        return {
+            "id": env_id, "description": spec.description, "verifier": spec.verifier,
+            "verifier_id": verifier_id if isinstance(verifier_id, str) else "",
+            "tags": list(spec.tags), "max_turns": getattr(env, "max_turns", spec.max_turns),
+            "task_count": len(env.tasks), "tools": [t.to_dict() for t in env.tool_specs()],
+        }
+
+    async def _create(self, env_id: str, seed: int | None, task_id: str | None,
+                      options: Mapping[str, Any] | None, request_id: str | None) -> bytes:
+        free = self._free[env_id]
+        recycled = free.pop() if free else None
+        if recycled is not None and seed is None:
+            seed = secrets.randbelow(2**31)  # a recycled env must not replay its old RNG
+        opts = dict(options or {})
+        if task_id is not None:
+            opts["task_id"] = task_id
+        episode_id = secrets.token_urlsafe(12)
+        holder: list[TextEnv] = []
+
+        def work() -> bytes:
+            env = recycled if recycled is not None else self._build(env_id)
+            holder.append(env)
+            obs, info = env.reset(seed=seed, options=opts or None)
+            return dumps({"episode_id": episode_id, "env": env_id,
+                          "observation": [m.to_dict() for m in obs], "info": jsonable(info)})
+
+        try:
+            reply = await self._run(recycled, work)
+        except (TaskNotFound, ConfigError):
+            if holder:
+                self._give_back(env_id, holder[0])
+            raise
+        except DeadlineExceeded:
+            raise
+        except GymhubError:
+            if holder:
+                self._dispose(holder[0])
+            raise
+        except Exception as exc:
+            log.exception("environment %s crashed in reset", env_id)
+            if holder:
+                self._dispose(holder[0])
+            raise EnvCrashed(f"the environment raised {type(exc).__name__} in reset: {exc}") from exc
+        ep = Episode(episode_id, env_id, holder[0], created_reply=reply, request_id=request_id)
+        self.episodes[episode_id] = ep
+        if request_id is not None:
+            self._requests[request_id] = ep
+        self.metrics.episodes_created.labels(env_id).inc()
+        return reply
+
+    async def _run(self, env: TextEnv | None, fn: Callable[[], T]) -> T:
+        """Run blocking ``fn`` in the pool under the step deadline.
+
+        On a timeout the worker cannot be interrupted; ``env`` is closed as soon as the
+        stuck call returns, so its resources are still released.
+        """
+        if self._executor is None:
+            raise ServerDraining("the server is not running")
+        self._inflight += 1
+        self._idle.clear()
+        cfut: Future[T] = self._executor.submit(fn)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(cfut)),
+                                          self.step_timeout_s)
+        except TimeoutError:
+            cfut.cancel()
+            if env is not None:
+                cfut.add_done_callback(lambda _f: _close_quietly(env))
+            raise DeadlineExceeded(
+                f"the environment did not answer within {self.step_timeout_s:g} s; "
+                "the episode was closed") from None
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    def _release(self, ep: Episode, *, recycle: bool) -> None:
+        """Detach the environment of an ended episode; the record stays for replays."""
+        env, ep.env = ep.env, None
+        self.live -= 1
+        if env is None:
+            return
+        if recycle:
+            self._give_back(ep.env_id, env)
+        else:
+            self._dispose(env)
+
+    def _give_back(self, env_id: str, env: TextEnv) -> None:
+        free = self._free[env_id]
+        if len(free) < self.recycle and not self.draining:
+            free.append(env)
+        else:
+            self._dispose(env)
+
+    def _dispose(self, env: TextEnv) -> None:
+        if self._executor is not None and not self.draining:
+            self._executor.submit(_close_quietly, env)
+        else:
+            _close_quietly(env)
+
+    def _abandon(self, ep: Episode, reason: str | None, why: str) -> None:
+        """Close an episode that did not end normally and forget it."""
+        if ep.env is not None:
+            if reason is not None:
+                self._count_finish(ep.env_id, reason)
+            if reason == "deadline":  # the stuck call's own callback closes the env
+                ep.env = None
+                self.live -= 1
+            else:
+                self._release(ep, recycle=False)
+        self._forget(ep, why)
+
+    def _forget(self, ep: Episode, why: str) -> None:
+        ep.closed = True
+        self.episodes.pop(ep.id, None)
+        if ep.request_id is not None:
+            self._requests.pop(ep.request_id, None)
+        self._tombstones[ep.id] = why
+        if len(self._tombstones) > _TOMBSTONES:
+            self._tombstones.popitem(last=False)
+
+    def _by_request(self, request_id: str) -> bytes | None:
+        ep = self._requests.get(request_id)
+        return ep.created_reply if ep is not None and not ep.closed else None
+
+    def _count_finish(self, env_id: str, reason: str) -> None:
+        self.metrics.episodes_finished.labels(env_id, reason).inc()
+
+    async def _reap_loop(self) -> None:
+        assert self.ttl_s is not None
+        interval = max(0.05, min(self.ttl_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                n = self.reap()
+            except Exception:  # the reaper must outlive any one bad episode
+                log.exception("reaper failed")
+                continue
+            if n:
+                log.info("reaped %d idle episode(s)", n)
+
+
+def _step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]:
+    """Step in the worker thread and serialise the reply there, off the event loop."""
+    obs, reward, terminated, truncated, info = env.step(action)
+    score = info.get("score")
+    reward = float(reward)
+    if not math.isfinite(reward):
+        raise ValueError(f"the environment returned a non-finite reward {reward!r}")
+    body = {
+        "seq": seq, "observation": [m.to_dict() for m in obs], "reward": reward,
+        "terminated": bool(terminated), "truncated": bool(truncated),
+        "info": jsonable({k: v for k, v in info.items() if k != "score" or not isinstance(v, Score)}),
+        "score": score.to_dict() if isinstance(score, Score) else None,
+    }
+    ended = "terminated" if terminated else "truncated" if truncated else None
+    return dumps(body), ended
+
+
+def _close_quietly(env: TextEnv) -> None:
+    try:
+        env.close()
+    except Exception:
+        log.exception("closing an environment failed")

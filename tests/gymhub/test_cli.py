@@ -1,0 +1,53 @@
+"""The gymhub command line, run as a user would (subprocesses)."""
+
+import json
+import subprocess
+import sys
+
+
+def gymhub(*args, input=None):
+    return subprocess.run([sys.executable, "-m", "gymhub.cli", *args], capture_output=True,
+                          text=True, input=input, timeout=300)
+
+
+def test_help_lists_commands():
+    out = gymhub("--help")
+    assert out.returncode == 0
+    for cmd in ("envs", "env", "eval", "play", "serve", "sandbox"):
+        assert cmd in out.stdout
+
+
+def test_envs_list_json():
+    out = gymhub("envs", "list", "--json")
+    ids = {e["id"] for e in json.loads(out.stdout)}
+    assert {"echo-v0", "sql-v0"} <= ids
+
+
+def test_eval_gold_json_on_echo():
+    out = gymhub("eval", "echo-v0", "--policy", "gold", "--json")
+    result = json.loads(out.stdout)
+    assert result["mean_score"] == 1.0 and result["errors"] == 0 and result["episodes"] == 100
+    assert result["episodes_per_s"] > 0
+
+
+def test_eval_gold_on_sql_subset():
+    out = gymhub("eval", "sql-v0", "--policy", "gold", "--tasks", "30", "--json")
+    result = json.loads(out.stdout)
+    assert result["mean_score"] == 1.0 and result["errors"] == 0 and result["episodes"] == 30
+
+
+def test_env_check_exit_codes():
+    assert gymhub("env", "check", "echo-v0").returncode == 0
+    bad = gymhub("env", "check", "nope-v0")
+    assert bad.returncode == 2 and "no environment 'nope-v0'" in bad.stderr
+
+
+def test_env_arg_reaches_the_constructor():
+    out = gymhub("eval", "echo-v0", "--env-arg", "n_tasks=7", "--json")
+    assert json.loads(out.stdout)["episodes"] == 7
+
+
+def test_play_reads_tool_calls_from_stdin():
+    out = gymhub("play", "sql-v0", "--seed", "0", input="list_tables\nrun_sql SELECT 1 AS one\nsubmit SELECT 1\n")
+    assert out.returncode == 0, out.stderr
+    assert "Tables:" in out.stdout and "one" in out.stdout and "episode over (terminated)" in out.stdout
