@@ -1,1 +1,155 @@
-"""Isolated execution of untrusted code and queries."""
+"""Isolated execution of untrusted, model-written code: backends, limits, sessions.
+
+Use::
+
+    from gymhub.sandbox import Limits, get_sandbox
+
+    sandbox = get_sandbox()                      # bwrap where installed
+    result = sandbox.run(["python3", "-c", "print(1)"], limits=Limits(wall_s=2))
+    with sandbox.session() as s:                 # one per episode
+        s.write_file("sol.py", code)
+        s.run(["python3", "sol.py"])
+        s.run_python("x = 1")                    # persistent REPL
+        s.run_python("x + 1").stdout             # b"2" + newline
+
+Backends: ``bwrap`` (default; :mod:`gymhub.sandbox.bwrap`), ``docker`` (Docker Engine
+API, also Podman's; :mod:`gymhub.sandbox.docker_backend`), ``local`` (no isolation,
+refused unless enabled; :mod:`gymhub.sandbox.local`). Backends are imported lazily:
+importing this package loads neither the ``docker`` SDK nor any backend.
+
+What the ``bwrap`` and ``docker`` backends protect against (each is an adversarial test
+in ``tests/sandbox/test_attacks.py``, run on every available backend):
+
+* **Resource exhaustion**: fork bombs (pids cgroup / container pids limit); memory bombs,
+  one huge or many small allocations (memory cgroup, ``RLIMIT_AS``); infinite CPU loops
+  (cgroup CPU accounting, ``RLIMIT_CPU``); sleeping past the deadline (wall-clock kill);
+  floods of output (capped, the command is killed past the cap); filling ``/tmp`` and
+  the workdir (size-capped tmpfs); huge files (``RLIMIT_FSIZE``); descriptor exhaustion
+  (``RLIMIT_NOFILE``).
+* **Escaping the call**: ``setsid``/double-fork daemons, zombies and ``kill -9 -1``
+  (pid namespace; the call's cgroup or container processes are killed after each call;
+  ``kill -9 -1`` only reaches the sandbox's own processes).
+* **Reaching out**: network egress, DNS and listening ports (no network namespace route /
+  ``network_mode=none``); reading host files such as ``/etc/shadow`` or the host's home
+  (not mounted); the host's environment variables (environment cleared); overwriting the
+  interpreter or runtime (read-only); ``../`` and symlink tricks in the files in/out API
+  (names checked, paths walked with ``O_NOFOLLOW``); nested user namespaces
+  (``--disable-userns``, all capabilities dropped, no-new-privileges).
+* **Bad bytes**: non-UTF-8 output is returned as bytes, decoded only with replacement.
+
+What they do **not** protect against:
+
+* kernel vulnerabilities: bwrap and containers share the host kernel (no seccomp filter
+  is installed by ``bwrap``; Podman/Docker apply their default seccomp profile). Use a VM
+  boundary (gVisor, Firecracker) for adversaries with kernel exploits;
+* side channels and timing: CPU caches, ``/proc/cpuinfo``, the kernel version, the
+  load of other sandboxes; CPU *share* between sandboxes is not guaranteed, only each
+  call's total CPU time;
+* anything readable under the read-only runtime (``/usr``) and extra ``ro_binds``;
+  do not put secrets there;
+* without writable cgroups (non-root), fork bombs and multi-process memory are bounded
+  only by rlimits and the deadline (``RLIMIT_NPROC`` counts all of the user's processes);
+* a command's own session workdir: files it writes persist until the session closes,
+  and a later call of the same session sees them (by design);
+* the ``local`` backend protects against nothing but runaway resources.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from gymhub.errors import BackendError
+from gymhub.sandbox.base import (
+    WORKDIR,
+    ExecResult,
+    Limits,
+    PythonResult,
+    Sandbox,
+    SandboxPathError,
+    Session,
+)
+
+if TYPE_CHECKING:
+    from gymhub.sandbox.bwrap import BwrapSandbox
+    from gymhub.sandbox.docker_backend import DockerSandbox
+    from gymhub.sandbox.local import LocalSandbox
+
+__all__ = [
+    "BACKENDS",
+    "WORKDIR",
+    "BackendError",
+    "BwrapSandbox",
+    "DockerSandbox",
+    "ExecResult",
+    "Limits",
+    "LocalSandbox",
+    "PythonResult",
+    "Sandbox",
+    "SandboxPathError",
+    "Session",
+    "available_backends",
+    "get_sandbox",
+]
+
+#: Backend name → "module:Class", imported on first use.
+BACKENDS: dict[str, str] = {
+    "bwrap": "gymhub.sandbox.bwrap:BwrapSandbox",
+    "docker": "gymhub.sandbox.docker_backend:DockerSandbox",
+    "local": "gymhub.sandbox.local:LocalSandbox",
+}
+
+
+def _load(name: str) -> type[Sandbox]:
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise BackendError(
+            f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}"
+        ) from None
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    assert isinstance(cls, type) and issubclass(cls, Sandbox)
+    return cls
+
+
+def get_sandbox(backend: str | None = None, limits: Limits | None = None,
+                **options: Any) -> Sandbox:
+    """Make a sandbox: ``backend`` or ``$GYMHUB_SANDBOX_BACKEND`` or the best available.
+
+    With no name, ``bwrap`` when installed, else ``docker`` when a daemon answers;
+    ``local`` is never chosen implicitly.
+
+    Raises:
+        BackendError: the backend is unknown, not installed or unusable.
+    """
+    name = backend or os.environ.get("GYMHUB_SANDBOX_BACKEND") or None
+    if name is None:
+        found = available_backends()
+        if not found:
+            raise BackendError(
+                "no sandbox backend is available: install bubblewrap, or start a Docker/"
+                "Podman daemon and set DOCKER_HOST"
+            )
+        name = found[0]
+    return _load(name)(limits, **options)
+
+
+def available_backends() -> list[str]:
+    """Isolating backends usable here, best first (``local`` is never listed)."""
+    found: list[str] = []
+    if _load("bwrap").available():  # type: ignore[attr-defined]
+        found.append("bwrap")
+    if _load("docker").available():  # type: ignore[attr-defined]
+        found.append("docker")
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy backend classes: ``from gymhub.sandbox import DockerSandbox`` imports docker
+    # only then.
+    for backend, target in BACKENDS.items():
+        if target.endswith(":" + name):
+            return _load(backend)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

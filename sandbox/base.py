@@ -148,12 +148,12 @@ class ExecResult:
 
     @property
     def stdout_text(self) -> str:
-        """stdout decoded as UTF-8, undecodable bytes replaced (never raises)."""
+        """Stdout decoded as UTF-8, undecodable bytes replaced (never raises)."""
         return self.stdout.decode("utf-8", errors="replace")
 
     @property
     def stderr_text(self) -> str:
-        """stderr decoded as UTF-8, undecodable bytes replaced (never raises)."""
+        """Stderr decoded as UTF-8, undecodable bytes replaced (never raises)."""
         return self.stderr.decode("utf-8", errors="replace")
 
     @property

@@ -101,7 +101,7 @@ def run_monitored(
     cgroup: CallCgroup | None,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
-    on_kill: Callable[[], None] | None = None,
+    on_kill: Callable[[int], bool] | None = None,
 ) -> Outcome:
     """Start ``argv`` and supervise it to the end (see module docstring).
 
@@ -112,7 +112,8 @@ def run_monitored(
         cgroup: the call's group (CPU polling and the final kill), if any.
         env: environment of the launcher (the backend clears the command's own).
         cwd: working directory of the launcher.
-        on_kill: extra backend-specific kill step.
+        on_kill: backend-specific soft kill, given the launcher's pid; returns whether it
+            did anything (else the hard kill runs at once).
 
     Raises:
         BackendError: the launcher or the backend binary could not be started.
@@ -136,13 +137,17 @@ def run_monitored(
     exited = False
     stdin_view = memoryview(stdin)
 
-    def kill() -> None:
+    def kill(hard: bool = False) -> None:
+        # Soft first: the backend kills the sandbox's inner processes and lets its
+        # supervisor (bwrap) reap them and exit, so no orphan zombie is left for the host's
+        # init. Hard (also used when the soft kill did not end it by the drain deadline):
+        # the whole process group and cgroup at once.
+        if not hard and on_kill is not None and on_kill(proc.pid):
+            return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-        if on_kill is not None:
-            on_kill()
         if cgroup is not None:
             cgroup.kill()
 
@@ -176,6 +181,11 @@ def run_monitored(
             if (limit is not None or exited) and drain_until is None:
                 drain_until = now + _DRAIN_S
             if drain_until is not None and now >= drain_until:
+                if not exited:
+                    kill(hard=True)
+                    drain_until = now + _DRAIN_S
+                    exited = True  # stop waiting for the pidfd; wait4 below reaps it
+                    continue
                 break  # something still holds the pipes (or the kill is slow): stop reading
             wait = min(deadline, next_cpu, drain_until or math.inf) - now
             for key, _ in sel.select(max(wait, 0.001)):
@@ -216,7 +226,7 @@ def run_monitored(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         if not exited:
-            kill()
+            kill(hard=True)
         _, status, rusage = os.wait4(proc.pid, 0)
     finally:
         sel.close()

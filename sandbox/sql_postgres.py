@@ -13,6 +13,7 @@ sent as is — no bind-parameter parsing of ``:name`` or ``%``.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ _ENGINES_LOCK = threading.Lock()
 _FETCH_BATCH = 1_000
 _TRUSTED_TIMEOUT_S = 30.0
 _CURSOR = "gymhub_query"
+_MISSING_TABLE = re.compile(r'relation "(?:[^"]*\.)?([^".]+)" does not exist')
 _BACKEND_STATES = {"57P01", "57P02", "57P03", "53300", "28000", "28P01", "3D000"}
 
 _COLUMNS_SQL = """
@@ -138,7 +140,7 @@ class PostgresDatabase:
             fairy = _engine(self._url).raw_connection()
         except Exception as exc:  # sqlalchemy wraps psycopg's OperationalError
             raise BackendError(f"{self.label}: cannot connect to PostgreSQL: {exc}") from exc
-        conn = fairy.driver_connection
+        conn: Any = fairy.driver_connection
         broken = False
         try:
             conn.read_only = True
@@ -192,8 +194,7 @@ class PostgresDatabase:
         kept: list[tuple[Any, ...]] = []
         count, more = 0, False
         try:
-            with self._transaction(timeout_s) as conn:
-                cur = conn.cursor(name=_CURSOR)
+            with self._transaction(timeout_s) as conn, conn.cursor(name=_CURSOR) as cur:
                 cur.execute(body)
                 columns = tuple(d.name for d in cur.description or ())
                 while columns:
@@ -213,7 +214,11 @@ class PostgresDatabase:
                         count, more = cap, True
                         break
         except psycopg.Error as exc:
-            raise _translate(exc, timeout_s, self.label) from None
+            err = _translate(exc, timeout_s, self.label)
+            missing = _MISSING_TABLE.match(str(getattr(exc.diag, "message_primary", "")))
+            if missing and isinstance(err, QueryError):
+                err = QueryError(err.kind, f"{err}{did_you_mean(missing.group(1), self.tables())}")
+            raise err from None
         return QueryResult(
             columns=columns,
             rows=tuple(kept),
@@ -288,7 +293,9 @@ def _translate(exc: Any, timeout_s: float, label: str) -> Exception:
         return BackendError(f"{label}: PostgreSQL connection failed: {msg}")
     if state == "57014":
         return QueryError("timeout", timeout_message(timeout_s))
-    if state in ("42501", "25006", "0A000"):
+    if state == "42501":
+        return QueryError("refused", f"refused: {msg}; this role may only read the task's tables")
+    if state in ("25006", "0A000"):
         return QueryError("refused", f"{READ_ONLY_MESSAGE} ({msg})")
     if "multiple commands" in primary:
         return QueryError(

@@ -3,7 +3,7 @@
 Layers, outermost first (see :mod:`gymhub.sandbox.sql` for the threat model):
 
 1. text checks (length, encoding, emptiness) and a first-keyword check that refuses
-   anything that does not start like a query, naming what was attempted;
+   statements starting like a write (``INSERT``, ``VACUUM``...), naming what was tried;
 2. an authorizer on the connection that allows only reads (``SELECT``, ``READ``,
    functions other than ``load_extension``, recursive CTEs, introspection PRAGMAs)
    and denies every write, DDL, ``ATTACH``/``DETACH``, transaction and PRAGMA change;
@@ -26,9 +26,9 @@ from typing import Any
 from gymhub.errors import BackendError
 
 from .sql_types import (
+    READ_ONLY_MESSAGE,
     ColumnInfo,
     QueryError,
-    READ_ONLY_MESSAGE,
     QueryResult,
     TableInfo,
     check_sql_text,
@@ -122,7 +122,7 @@ class SqliteDatabase:
             BackendError: the bytes are not a SQLite database.
         """
         data = bytes(image)
-        if data[18:20] == b"\x02\x02":  # a WAL-mode header cannot be deserialized; use rollback mode
+        if data[18:20] == b"\x02\x02":  # WAL-mode headers cannot be deserialized: use rollback
             data = data[:18] + b"\x01\x01" + data[20:]
         conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         try:
@@ -156,6 +156,12 @@ class SqliteDatabase:
     def _authorize(self, action: int, arg1: str | None, arg2: str | None,
                    db: str | None, source: str | None) -> int:
         if action in _ALLOWED:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master" and db == "main":
+            # First use of an eponymous virtual table (json_each, pragma_table_info)
+            # registers it with a nested "UPDATE sqlite_master". SQLite itself refuses
+            # real writes to sqlite_master without writable_schema (a denied PRAGMA),
+            # and query_only blocks any write, so allowing this check is safe.
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() != "load_extension":
@@ -257,7 +263,7 @@ class SqliteDatabase:
                 "refused: send exactly one statement per query; this text contains more "
                 "than one (remove everything after the first ';')",
             )
-        if "not authorized" in low or "readonly database" in low or "prohibited" in low:
+        if any(m in low for m in ("not authorized", "authorization denied", "readonly database")):
             what = f" (attempted: {self._denied})" if self._denied else ""
             return QueryError("refused", READ_ONLY_MESSAGE + what)
         if low == "interrupted" and time.monotonic() >= self._deadline - 0.001:
@@ -320,7 +326,8 @@ class SqliteDatabase:
         for fk in self._trusted(f"PRAGMA foreign_key_list({ident})"):
             target_table, src, dst = str(fk[2]), str(fk[3]), fk[4]
             if dst is None:  # "REFERENCES t" without a column means t's primary key
-                pk = [c for c in self._trusted(f"PRAGMA table_info({_quote(target_table)})") if c[5]]
+                info = self._trusted(f"PRAGMA table_info({_quote(target_table)})")
+                pk = [c for c in info if c[5]]
                 dst = pk[0][1] if pk else "rowid"
             refs[src] = f"{target_table}.{dst}"
         count = self._trusted(f"SELECT count(*) FROM {ident}")[0][0]

@@ -38,8 +38,16 @@ MAX_SQL_CHARS = 20_000
 #: The start of every refusal, so that agents learn one sentence.
 READ_ONLY_MESSAGE = "refused: this database is read-only; only SELECT queries are allowed"
 
-#: Statement starts a read-only query may have; anything else is refused up front.
-READ_STARTS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "PRAGMA", "EXPLAIN", "("})
+#: First keywords of statements that write or change state; refused before preparing.
+#: Unknown words are left to the database, which answers with a syntax error.
+WRITE_STARTS = frozenset({
+    "INSERT", "UPDATE", "DELETE", "REPLACE", "MERGE", "UPSERT", "TRUNCATE", "CREATE", "DROP",
+    "ALTER", "ATTACH", "DETACH", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT",
+    "SAVEPOINT", "RELEASE", "VACUUM", "REINDEX", "ANALYZE", "GRANT", "REVOKE", "COPY", "SET",
+    "RESET", "LOCK", "LISTEN", "NOTIFY", "UNLISTEN", "DO", "CALL", "PREPARE", "EXECUTE",
+    "DEALLOCATE", "DISCARD", "CLUSTER", "COMMENT", "REFRESH", "SECURITY", "LOAD", "IMPORT",
+    "CHECKPOINT", "DECLARE", "FETCH", "MOVE", "CLOSE",
+})
 
 
 class QueryError(Exception):
@@ -276,13 +284,14 @@ def refuse_non_read(sql: str) -> None:
     """Refuse statements that cannot be read-only queries, before they are prepared.
 
     This is the friendly first layer (it names what was attempted); the backends'
-    own guards (authorizer, read-only transaction, privileges) stay authoritative.
+    own guards (authorizer, read-only transaction, privileges) stay authoritative, so
+    a write this list misses is still refused, only with a less specific message.
 
     Raises:
-        QueryError: ``refused`` for anything that does not start like a query.
+        QueryError: ``refused`` for a statement that starts like a write.
     """
     word = first_keyword(sql)
-    if word is not None and word not in READ_STARTS:
+    if word in WRITE_STARTS:
         raise QueryError(
             "refused",
             f"{READ_ONLY_MESSAGE} (attempted: {word})",

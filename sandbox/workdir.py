@@ -157,7 +157,7 @@ class HostWorkdir:
                 fd = os.open(parts[-1], flags, mode, dir_fd=dfd)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    raise SandboxPathError(f"refusing to write through a symlink: {name!r}") from exc
+                    raise SandboxPathError(f"refusing to follow a symlink: {name!r}") from exc
                 raise
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -31,7 +31,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,15 +165,15 @@ class _Policy:
         return delay
 
     def give_up(self, exc: BaseException | None, last: GymhubError | None, what: str,
-                started: float) -> GymhubError:
+                started: float, attempts: int) -> GymhubError:
         if last is not None:
             return last
         waited = time.monotonic() - started
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return RequestTimeout(f"{what}: no answer from {self.config.base_url} within "
                                   f"{waited:.1f} s ({type(exc).__name__})")
-        return TransportError(f"{what}: cannot reach {self.config.base_url} after "
-                              f"{waited:.1f} s and {self.config.retries} retries: "
+        return TransportError(f"{what}: cannot reach {self.config.base_url} "
+                              f"({attempts} attempt(s) in {waited:.1f} s): "
                               f"{type(exc).__name__}: {exc}")
 
 
@@ -197,14 +197,27 @@ class RemoteEpisode:
     info: dict[str, Any]
     seq: int = 0
     done: bool = False
+    on_end: Callable[[], None] | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
     async def step(self, action: Any) -> StepResult:
         """Apply one action (a :class:`Message`, or a message dict)."""
-        result = await self.client.step(self.id, action, self.seq + 1)
+        try:
+            result = await self.client.step(self.id, action, self.seq + 1)
+        except ServerError as exc:
+            if exc.code in ("deadline_exceeded", "episode_not_found", "env_error"):
+                self._ended()  # the server no longer holds this episode
+            raise
         self.seq += 1
-        self.done = result.terminated or result.truncated
+        if result.terminated or result.truncated:
+            self.done = True
+            self._ended()
         return result
+
+    def _ended(self) -> None:
+        callback, self.on_end = self.on_end, None
+        if callback is not None:
+            callback()
 
     async def gold_action(self) -> Message:
         """The server's reference action for the current state."""
@@ -214,6 +227,7 @@ class RemoteEpisode:
         """Close the episode on the server (idempotent)."""
         if not self._closed:
             self._closed = True
+            self._ended()
             await self.client.close_episode(self.id, missing_ok=True)
 
 
@@ -248,7 +262,8 @@ class AsyncEnvClient:
         await self._http.aclose()
 
     async def _call(self, method: str, path: str, body: Any = None, *,
-                    params: Mapping[str, Any] | None = None, what: str = "") -> Any:
+                    params: Mapping[str, Any] | None = None, what: str = "",
+                    busy_retry: bool = True) -> Any:
         started = time.monotonic()
         deadline = started + self.config.timeout
         content = _dumps(body) if body is not None else None
@@ -266,12 +281,13 @@ class AsyncEnvClient:
                 if resp.status_code < 400:
                     return resp.json()
                 last = _error(resp)
-                if resp.status_code not in _RETRY_STATUS:
+                if resp.status_code not in _RETRY_STATUS or not busy_retry:
                     raise last
                 retry_after = _retry_after(resp)
             delay = self._policy.sleep_for(attempt, deadline, retry_after)
             if delay is None:
-                raise self._policy.give_up(exc, last, what or f"{method} {path}", started)
+                raise self._policy.give_up(exc, last, what or f"{method} {path}", started,
+                                          attempt + 1)
             await asyncio.sleep(delay)
             attempt += 1
 
@@ -281,7 +297,7 @@ class AsyncEnvClient:
         try:
             resp = await self._http.get(self.config.base_url.rstrip("/") + "/healthz")
         except _RETRY_EXC as e:
-            raise self._policy.give_up(e, None, "health", started) from e
+            raise self._policy.give_up(e, None, "health", started, 1) from e
         if resp.status_code >= 400 and resp.status_code != 503:
             raise _error(resp)
         out: dict[str, Any] = resp.json()
@@ -294,10 +310,20 @@ class AsyncEnvClient:
         return envs
 
     async def open(self, env: str, *, seed: int | None = None, task_id: str | None = None,
-                   options: Mapping[str, Any] | None = None) -> RemoteEpisode:
-        """Open an episode of ``env`` (retried safely: a request id makes it idempotent)."""
+                   options: Mapping[str, Any] | None = None,
+                   busy_retry: bool = True) -> RemoteEpisode:
+        """Open an episode of ``env`` (retried safely: a request id makes it idempotent).
+
+        Args:
+            env: the environment id.
+            seed: picks the task deterministically.
+            task_id: picks a task by id.
+            options: passed to the environment's reset.
+            busy_retry: wait and retry on 429/503; a pool turns this off to fail over
+                to another server at once.
+        """
         body = await self._call("POST", "/episodes", _create_body(env, seed, task_id, options),
-                                what=f"open {env}")
+                                what=f"open {env}", busy_retry=busy_retry)
         return RemoteEpisode(self, body["episode_id"], env,
                              [Message.from_dict(m) for m in body["observation"]], body["info"])
 
@@ -380,7 +406,8 @@ class EnvClient:
                 retry_after = _retry_after(resp)
             delay = self._policy.sleep_for(attempt, deadline, retry_after)
             if delay is None:
-                raise self._policy.give_up(exc, last, what or f"{method} {path}", started)
+                raise self._policy.give_up(exc, last, what or f"{method} {path}", started,
+                                          attempt + 1)
             time.sleep(delay)
             attempt += 1
 

@@ -171,7 +171,12 @@ class EpisodeManager:
             self._reaper = asyncio.create_task(self._reap_loop())
 
     async def drain(self, timeout_s: float = 30.0) -> None:
-        """Stop accepting work, let in-flight calls finish, then close every episode."""
+        """Stop accepting work, let in-flight calls finish, then close every episode.
+
+        Safe to call twice (an embedding application and the lifespan may both call it).
+        """
+        if self.draining and self._executor is None:
+            return
         self.draining = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout_s)
@@ -188,13 +193,16 @@ class EpisodeManager:
         for free in self._free.values():
             envs.extend(("", e) for e in free)
             free.clear()
+        closed_episodes = len(envs)
         envs.extend(("", p.env) for p in self._probes.values())
         if self._executor is not None:
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(self._executor, _close_quietly, e)
                                    for _, e in envs))
             self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
         self.live = 0
+        log.info("drained: closed %d open episode(s) and every idle environment", closed_episodes)
 
     # ------------------------------------------------------------------- queries
     def env_infos(self) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ User task files point at their own SQLite files instead; those are :class:`UserD
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import sqlite3
@@ -100,8 +101,11 @@ def _schema_def(ref: FixtureRef) -> SchemaDef:
 
 
 def _rows(ref: FixtureRef) -> Rows:
-    """The fixture's rows. The RNG is seeded with a string, which Python hashes with
-    SHA-512 (not ``hash()``), so the data is identical in every process."""
+    """The fixture's rows.
+
+    The RNG is seeded with a string, which :class:`random.Random` digests with SHA-512
+    (not ``hash()``), so the data is identical in every process.
+    """
     rng = random.Random(f"gymhub-sql/{ref.schema}/seed={ref.seed}/scale={ref.scale}")
     return _schema_def(ref).generate(rng, ref.scale)
 
@@ -193,8 +197,11 @@ def _normalise_url(url: str) -> str:
 
 
 def _engine(admin_url: str) -> sa.Engine:
-    """One engine per URL. ``NullPool``: loads are rare, and no idle connection is left
-    open for the garbage collector to complain about."""
+    """One engine per URL.
+
+    ``NullPool``: loads are rare, and no idle connection is left open for the garbage
+    collector to complain about at exit.
+    """
     url = _normalise_url(admin_url)
     with _engines_guard:
         engine = _engines.get(url)
@@ -206,8 +213,6 @@ def _engine(admin_url: str) -> sa.Engine:
 
 def _lock_key(text: str) -> int:
     """A signed 64-bit advisory-lock key derived from ``text`` (stable across processes)."""
-    import hashlib
-
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -104,7 +105,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
         {"airline_id": i, "code": c, "name": n, "country": co}
         for i, (c, n, co) in enumerate(AIRLINES, start=1)
     ]
-    flights = []
+    flights: list[dict[str, Any]] = []
     for i in range(1, 200 * scale + 1):
         airline = rng.randrange(len(AIRLINES))
         origin, dest = rng.sample(range(len(AIRPORTS)), 2)
@@ -125,7 +126,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "duration_minutes": distance // 12 + rng.randint(25, 60), "distance_km": distance,
             "status": status, "delay_minutes": delay,
         })  # fmt: skip
-    passengers = []
+    passengers: list[dict[str, Any]] = []
     for i in range(1, 150 * scale + 1):
         passengers.append({
             "passenger_id": i, "first_name": rng.choice(FIRST_NAMES),
@@ -133,7 +134,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "birth_date": rand_date(rng, dt.date(1940, 1, 1), dt.date(2012, 12, 31)),
             "frequent_flyer_no": maybe(rng, 0.55, f"FF{rng.randint(100000, 999999)}"),
         })  # fmt: skip
-    bookings = []
+    bookings: list[dict[str, Any]] = []
     for i in range(1, 650 * scale + 1):
         flight = rng.randint(1, len(flights))
         fare, _, lo, hi = FARES[rng.choices(range(len(FARES)), [f[1] for f in FARES])[0]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -104,7 +105,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
         {"job_id": i, "title": t, "min_salary": lo, "max_salary": hi}
         for i, (t, lo, hi, _) in enumerate(JOBS, start=1)
     ]
-    employees = []
+    employees: list[dict[str, Any]] = []
     n_emp = 150 * scale
     for i in range(1, n_emp + 1):
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
@@ -123,7 +124,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "manager_id": manager, "salary": round(rng.uniform(lo, hi), 2),
             "commission_pct": round(rng.uniform(0.05, 0.3), 2) if commission else None,
         })  # fmt: skip
-    projects = []
+    projects: list[dict[str, Any]] = []
     for i in range(1, 25 * scale + 1):
         start = rand_date(rng, dt.date(2019, 1, 1), dt.date(2024, 6, 30))
         end = maybe(rng, 0.3, start + dt.timedelta(days=rng.randint(30, 600)))
@@ -132,7 +133,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "department_id": rng.randint(1, len(DEPARTMENTS)), "start_date": start,
             "end_date": end, "budget": round(rng.uniform(20_000, 500_000), 2),
         })  # fmt: skip
-    assignments = []
+    assignments: list[dict[str, Any]] = []
     seen: set[tuple[int, int]] = set()
     while len(assignments) < 350 * scale:
         pair = (rng.randint(1, n_emp), rng.randint(1, len(projects)))
@@ -143,7 +144,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "assignment_id": len(assignments) + 1, "employee_id": pair[0],
             "project_id": pair[1], "role": rng.choice(ROLES), "hours": rng.randint(5, 400),
         })  # fmt: skip
-    changes = []
+    changes: list[dict[str, Any]] = []
     for i in range(1, 300 * scale + 1):
         emp = rng.randint(1, n_emp)
         old = round(employees[emp - 1]["salary"] * rng.uniform(0.8, 0.97), 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -90,7 +91,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
         for i in range(1, 40 * scale + 1)
     ]  # fmt: skip
     genres = [{"genre_id": i, "name": g} for i, g in enumerate(GENRES, start=1)]
-    books = []
+    books: list[dict[str, Any]] = []
     for i in range(1, 160 * scale + 1):
         title = f"The {rng.choice(TITLE_ADJ)} {rng.choice(TITLE_NOUN)}"
         if rng.random() < 0.3:
@@ -103,7 +104,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "pages": maybe(rng, 0.1, rng.randint(80, 900)),
             "language": weighted(rng, LANGUAGES), "isbn": maybe(rng, 0.15, isbn),
         })  # fmt: skip
-    members = []
+    members: list[dict[str, Any]] = []
     for i in range(1, 100 * scale + 1):
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
         email = f"{first}{i}@mail.example".lower()
@@ -112,7 +113,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "joined_date": rand_date(rng, dt.date(2015, 1, 1), dt.date(2024, 6, 30)),
             "email": maybe(rng, 0.2, email), "membership": weighted(rng, MEMBERSHIPS),
         })  # fmt: skip
-    loans = []
+    loans: list[dict[str, Any]] = []
     for i in range(1, 700 * scale + 1):
         start = rand_date(rng, dt.date(2022, 1, 1), dt.date(2024, 12, 31))
         due = start + dt.timedelta(days=21)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -99,7 +100,7 @@ sa.Table(
 
 def generate(rng: random.Random, scale: int) -> Rows:
     """Rows for every retail table (about 1,060 rows per unit of ``scale``)."""
-    customers = []
+    customers: list[dict[str, Any]] = []
     for i in range(1, 60 * scale + 1):
         first, last = rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES)
         city, country = rng.choice(CITIES)
@@ -111,7 +112,7 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "loyalty_tier": weighted(rng, TIERS),
         })  # fmt: skip
     categories = [{"category_id": i, "name": c[0]} for i, c in enumerate(CATEGORIES, start=1)]
-    products = []
+    products: list[dict[str, Any]] = []
     for i in range(1, 40 * scale + 1):
         cat = rng.randrange(len(CATEGORIES))
         _, nouns, lo, hi = CATEGORIES[cat]
@@ -122,7 +123,8 @@ def generate(rng: random.Random, scale: int) -> Rows:
             "weight_kg": maybe(rng, 0.2, round(rng.uniform(0.1, 12.0), 2)),
             "discontinued": rng.random() < 0.12,
         })  # fmt: skip
-    orders, items = [], []
+    orders: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = []
     for i in range(1, 250 * scale + 1):
         status = weighted(rng, STATUSES)
         day = rand_date(rng, dt.date(2021, 1, 1), dt.date(2024, 12, 31))

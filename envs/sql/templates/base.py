@@ -4,16 +4,13 @@ A :class:`Template` is one question pattern with gold SQL written once for both
 backends. Dialect differences are written as macros, expanded per dialect by
 :func:`render`:
 
-========================  =======================================  ==========================================
-macro                     SQLite                                   PostgreSQL
-========================  =======================================  ==========================================
-``{YEAR(d)}``             ``CAST(strftime('%Y', d) AS INTEGER)``   ``CAST(EXTRACT(YEAR FROM d) AS INTEGER)``
-``{MONTH(d)}``            ``CAST(strftime('%m', d) AS INTEGER)``   ``CAST(EXTRACT(MONTH FROM d) AS INTEGER)``
-``{YM(d)}``               ``strftime('%Y-%m', d)``                 ``to_char(d, 'YYYY-MM')``
-``{DAYS(a, b)}``          whole days from a to b (julianday)       ``(b - a)``
-``{ROUND2(x)}``           ``ROUND(x, 2)``                          ``ROUND(CAST(x AS NUMERIC), 2)``
-``{FLOAT(x)}``            ``CAST(x AS REAL)``                      ``CAST(x AS DOUBLE PRECISION)``
-========================  =======================================  ==========================================
+- ``{YEAR(d)}`` / ``{MONTH(d)}``: ``CAST(strftime('%Y', d) AS INTEGER)`` in SQLite,
+  ``CAST(EXTRACT(YEAR FROM d) AS INTEGER)`` in PostgreSQL.
+- ``{YM(d)}``: ``strftime('%Y-%m', d)`` / ``to_char(d, 'YYYY-MM')``.
+- ``{DAYS(a, b)}``: whole days from ``a`` to ``b`` (``julianday`` difference / ``b - a``).
+- ``{ROUND2(x)}``: ``ROUND(x, 2)`` / ``ROUND(CAST(x AS NUMERIC), 2)`` (PostgreSQL has no
+  ``ROUND(double precision, int)``).
+- ``{FLOAT(x)}``: ``CAST(x AS REAL)`` / ``CAST(x AS DOUBLE PRECISION)`` (true division).
 
 Everything else is written in the common subset: date literals as ``'YYYY-MM-DD'``
 strings (PostgreSQL casts them to DATE on comparison), ``||`` for concatenation,
@@ -33,8 +30,8 @@ from typing import Any, Literal
 
 __all__ = [
     "CATEGORIES",
-    "MONTHS",
     "DIALECTS",
+    "MONTHS",
     "Dialect",
     "ParamSource",
     "Template",
@@ -103,7 +100,9 @@ def nums(name: str, *values: Any) -> list[dict[str, Any]]:
 
 
 def _split_args(args: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in args:
         if ch == "," and depth == 0:
             out.append("".join(cur).strip())

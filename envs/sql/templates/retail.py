@@ -13,9 +13,10 @@ STATUS = "SELECT DISTINCT status FROM orders ORDER BY status"
 TEMPLATES: tuple[Template, ...] = (
     # ---------------------------------------------------------------- easy
     t("filter", "easy", "How many customers live in {city}?",
-      "SELECT COUNT(*) FROM customers WHERE city = '{city}'", CITIES, cap=8),
-    t("filter", "easy", "List the names of the customers who live in {city}, in alphabetical order.",
-      "SELECT name FROM customers WHERE city = '{city}' ORDER BY name", CITIES, cap=6),
+      "SELECT COUNT(*) FROM customers WHERE city = '{city}'", CITIES, cap=5),
+    t("filter", "easy", "List the names of the customers who live in {city}, in "
+      "alphabetical order.",
+      "SELECT name FROM customers WHERE city = '{city}' ORDER BY name", CITIES, cap=4),
     t("filter", "easy", "How many customers are from {country}?",
       "SELECT COUNT(*) FROM customers WHERE country = '{country}'", COUNTRIES, cap=5),
     t("filter", "easy", "How many orders have the status '{status}'?",
@@ -27,7 +28,8 @@ TEMPLATES: tuple[Template, ...] = (
       nums("p", 150, 200, 250, 300), cap=4),
     t("filter", "easy", "How many products have fewer than {n} units in stock?",
       "SELECT COUNT(*) FROM products WHERE stock < {n}", nums("n", 10, 20, 50, 100), cap=4),
-    t("filter", "easy", "List the names of the products whose weight_kg is {cmp} {w}, in alphabetical order.",
+    t("filter", "easy", "List the names of the products whose weight_kg is {cmp} {w}, in "
+      "alphabetical order.",
       "SELECT name FROM products WHERE weight_kg {op} {w} ORDER BY name",
       [{"cmp": "below", "op": "<"}, {"cmp": "above", "op": ">"}],
       nums("w", 1, 2, 10, 11), cap=3),
@@ -92,19 +94,19 @@ TEMPLATES: tuple[Template, ...] = (
     # ---------------------------------------------------------------- medium
     t("join2", "medium", "How many products belong to the '{cat}' category?",
       "SELECT COUNT(*) FROM products p JOIN categories c ON c.category_id = p.category_id "
-      "WHERE c.name = '{cat}'", CATS, cap=5),
+      "WHERE c.name = '{cat}'", CATS, cap=7),
     t("join2", "medium",
       "What is the average price of the products in the '{cat}' category, rounded to 2 decimals?",
       "SELECT {ROUND2(AVG(p.price))} FROM products p JOIN categories c "
-      "ON c.category_id = p.category_id WHERE c.name = '{cat}'", CATS, cap=5),
+      "ON c.category_id = p.category_id WHERE c.name = '{cat}'", CATS, cap=7),
     t("join2", "medium", "How many orders were placed by customers living in {city}?",
       "SELECT COUNT(*) FROM orders o JOIN customers c ON c.customer_id = o.customer_id "
-      "WHERE c.city = '{city}'", CITIES, cap=5),
+      "WHERE c.city = '{city}'", CITIES, cap=7),
     t("join2", "medium", "List the names of the customers who placed an order on {day}, in "
       "alphabetical order, without duplicates.",
       "SELECT DISTINCT c.name FROM customers c JOIN orders o ON o.customer_id = c.customer_id "
       "WHERE o.order_date = '{day}' ORDER BY c.name",
-      "SELECT DISTINCT CAST(order_date AS TEXT) AS day FROM orders ORDER BY 1", cap=3),
+      "SELECT DISTINCT CAST(order_date AS TEXT) AS day FROM orders ORDER BY 1", cap=5),
     t("join2", "medium", "What is the average rating of the reviews of products in the "
       "'{cat}' category?",
       "SELECT AVG(r.rating) FROM reviews r JOIN products p ON p.product_id = r.product_id "
@@ -134,7 +136,7 @@ TEMPLATES: tuple[Template, ...] = (
       "HAVING AVG(p.price) > {p}", nums("p", 40, 60, 80), cap=3),
     t("date", "medium", "How many orders were placed in {month_name} {year}?",
       "SELECT COUNT(*) FROM orders WHERE {YEAR(order_date)} = {year} "
-      "AND {MONTH(order_date)} = {month}", YEARS, MONTHS, cap=5),
+      "AND {MONTH(order_date)} = {month}", YEARS, MONTHS, cap=8),
     t("date", "medium", "How many orders were shipped more than {d} days after they were placed?",
       "SELECT COUNT(*) FROM orders WHERE shipped_date IS NOT NULL "
       "AND {DAYS(order_date, shipped_date)} > {d}", nums("d", 5, 7, 10), cap=3),
@@ -167,7 +169,7 @@ TEMPLATES: tuple[Template, ...] = (
       "SELECT DISTINCT cu.name FROM customers cu JOIN orders o ON o.customer_id = cu.customer_id "
       "JOIN order_items oi ON oi.order_id = o.order_id JOIN products p "
       "ON p.product_id = oi.product_id JOIN categories c ON c.category_id = p.category_id "
-      "WHERE cu.city = '{city}' AND c.name = '{cat}' ORDER BY cu.name", CITIES, CATS, cap=4),
+      "WHERE cu.city = '{city}' AND c.name = '{cat}' ORDER BY cu.name", CITIES, CATS, cap=6),
     t("join3", "hard", "How many distinct customers bought a product from the '{cat}' "
       "category in {year}?",
       "SELECT COUNT(DISTINCT o.customer_id) FROM orders o JOIN order_items oi "
@@ -193,9 +195,9 @@ TEMPLATES: tuple[Template, ...] = (
       "ON c.category_id = p.category_id WHERE p.product_id = (SELECT p2.product_id "
       "FROM products p2 WHERE p2.category_id = p.category_id "
       "ORDER BY p2.price DESC, p2.product_id LIMIT 1)"),
-    t("subquery", "hard", "How many customers from {city} have never placed an order?",
+    t("subquery", "hard", "How many customers from {city} have never written a review?",
       "SELECT COUNT(*) FROM customers c WHERE c.city = '{city}' AND NOT EXISTS "
-      "(SELECT 1 FROM orders o WHERE o.customer_id = c.customer_id)", CITIES, cap=4),
+      "(SELECT 1 FROM reviews r WHERE r.customer_id = c.customer_id)", CITIES, cap=4),
     t("subquery", "hard", "List the names of the products in the '{cat}' category that have "
       "never been reviewed, in alphabetical order.",
       "SELECT p.name FROM products p JOIN categories c ON c.category_id = p.category_id "

@@ -1,0 +1,473 @@
+"""The ``docker`` backend: containers through the Docker Engine API, with a warm pool.
+
+Works with a Docker daemon or Podman's Docker-compatible service (``podman system
+service``; ``.ci/setup_sandbox.sh`` starts one). The ``docker`` SDK is imported only when
+this backend is used.
+
+Each session holds one container; each call is an ``exec`` in it. Containers are
+created with ``network_mode=none``, a memory limit equal to the swap limit, a pids limit,
+a read-only root, a size-capped ``/tmp`` tmpfs, all capabilities dropped,
+``no-new-privileges``, an init (which reaps orphans), and the session workdir, a
+size-capped tmpfs on the host, bind-mounted at ``/work``; commands run as 65534:65534.
+Per-call limits are applied inside the exec by the same ``ulimit`` launcher as ``bwrap``.
+
+Why a pool: creating and starting a container costs a few API round trips and a runtime
+start; an idle container from the pool only costs an ``exec``. A container goes back to
+the pool when its session closes, after every process in it is killed and ``/tmp`` and
+the workdir are emptied; it is retired after ``max_uses`` sessions, or at once if the
+cleanup fails. Sessions whose container-level limits (memory, pids, tmpfs sizes,
+network) differ from the sandbox's defaults get a fresh, unpooled container.
+
+The workdir bind mount means the daemon must run on this host (a unix socket).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gymhub.errors import BackendError
+from gymhub.sandbox.base import (
+    LIMIT_CPU,
+    LIMIT_MEMORY,
+    LIMIT_OUTPUT,
+    LIMIT_WALL,
+    WORKDIR,
+    ExecResult,
+    Files,
+    Limits,
+    Sandbox,
+    Session,
+)
+from gymhub.sandbox.hostsession import BASE_ENV
+from gymhub.sandbox.process import launcher_argv
+from gymhub.sandbox.workdir import HostWorkdir
+
+__all__ = ["DEFAULT_IMAGE", "DockerSandbox", "DockerSession", "find_docker_host"]
+
+DEFAULT_IMAGE = "gymhub-sandbox:bookworm"
+SANDBOX_USER = "65534:65534"
+_SOCKETS = ("/run/gymhub-podman.sock", "/run/podman/podman.sock", "/var/run/docker.sock")
+_SIGXCPU = 24
+
+# Runs the command under the launcher's rlimits, then kills every process of the sandbox
+# user that is left (daemons; repeated until none is, so a fork bomb cannot outrun it), appends a trailer to stderr: a nonce,
+# the exit status, the container's OOM-kill delta and the children's CPU times.
+_WRAPPER = (
+    'M=$1; shift; oom() { n=0; for f in /sys/fs/cgroup/memory/memory.oom_control '
+    '/sys/fs/cgroup/memory.events; do [ -r "$f" ] && while read -r k v; do '
+    '[ "$k" = oom_kill ] && n=$v; done < "$f"; done; echo "$n"; }; o=$(oom); '
+    '"$@"; rc=$?; while kill -9 -1 2>/dev/null; do :; done; '
+    'printf "\\n%s %s %s\\n" "$M" "$rc" "$(( $(oom) - o ))" >&2; times >&2; exit $rc'
+)
+
+
+def find_docker_host() -> str | None:
+    """``$DOCKER_HOST``, else the first existing Podman/Docker socket, as a URL."""
+    env = os.environ.get("DOCKER_HOST")
+    if env:
+        return env
+    for path in _SOCKETS:
+        if os.path.exists(path):
+            return f"unix://{path}"
+    return None
+
+
+_available: dict[str, bool] = {}
+
+
+def _container_key(limits: Limits) -> tuple[Any, ...]:
+    return (limits.memory_mb, limits.pids, limits.tmp_mb, limits.workdir_mb, limits.network,
+            limits.open_files, limits.file_size_mb)
+
+
+class _Box:
+    """One container and its host workdir."""
+
+    def __init__(self, container: Any, workdir: HostWorkdir, key: tuple[Any, ...]) -> None:
+        self.container = container
+        self.workdir = workdir
+        self.key = key
+        self.uses = 0
+
+
+class DockerSandbox(Sandbox):
+    """Sandbox backend on the Docker Engine API (Docker or Podman).
+
+    Args:
+        limits: default limits (pooled containers are built for these).
+        image: image with ``/bin/sh`` and ``python3`` (``$GYMHUB_SANDBOX_IMAGE`` or
+            ``gymhub-sandbox:bookworm`` built by ``.ci/setup_sandbox.sh``).
+        base_url: daemon URL (``find_docker_host()`` when omitted).
+        pool_size: idle containers kept warm; 0 creates one container per session.
+        max_uses: sessions a container serves before it is retired.
+
+    Raises:
+        BackendError: the SDK is missing, the daemon does not answer, or the image is absent.
+    """
+
+    name = "docker"
+
+    def __init__(self, limits: Limits | None = None, *, image: str | None = None,
+                 base_url: str | None = None, pool_size: int = 4, max_uses: int = 50) -> None:
+        super().__init__(limits)
+        try:
+            import docker
+        except ImportError as exc:
+            raise BackendError("the docker backend needs the docker SDK: pip install docker") from exc
+        self._docker = docker
+        url = base_url or find_docker_host()
+        if url is None:
+            raise BackendError("no Docker/Podman socket found; set DOCKER_HOST")
+        self.image = image or os.environ.get("GYMHUB_SANDBOX_IMAGE", DEFAULT_IMAGE)
+        try:
+            self.client = docker.DockerClient(base_url=url, timeout=30, max_pool_size=64)
+            self.client.ping()
+            self.client.images.get(self.image)
+        except docker.errors.ImageNotFound as exc:
+            raise BackendError(f"sandbox image {self.image!r} not found; run "
+                               ".ci/setup_sandbox.sh") from exc
+        except Exception as exc:
+            raise BackendError(f"Docker API at {url} unusable: {exc}") from exc
+        self.api = self.client.api
+        self.pool_size = pool_size
+        self.max_uses = max_uses
+        self._pool: list[_Box] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the SDK is installed and a daemon answers a ping (cached per URL)."""
+        url = find_docker_host()
+        if url is None:
+            return False
+        if url not in _available:
+            try:
+                import docker
+
+                docker.DockerClient(base_url=url, timeout=3).ping()
+                _available[url] = True
+            except Exception:
+                _available[url] = False
+        return _available[url]
+
+    # -- containers ----------------------------------------------------------------------
+    def _create(self, limits: Limits, workdir: HostWorkdir | None = None) -> _Box:
+        workdir = workdir or HostWorkdir(limits.workdir_mb, 65534, 65534)
+        ul = self._docker.types.Ulimit
+        try:
+            container = self.client.containers.run(
+                self.image, ["sleep", "infinity"], detach=True, init=True,
+                network_mode="bridge" if limits.network else "none",
+                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
+                pids_limit=limits.pids, read_only=True,
+                tmpfs={"/tmp": f"size={limits.tmp_mb}m,mode=1777,nosuid,nodev"},
+                volumes={str(workdir.path): {"bind": WORKDIR, "mode": "rw"}},
+                working_dir=WORKDIR, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                # Podman adds its own RLIMIT_NPROC (which runc fails to set) unless told.
+                ulimits=[ul(name="nproc", soft=4096, hard=4096),
+                         ul(name="nofile", soft=limits.open_files, hard=limits.open_files),
+                         ul(name="core", soft=0, hard=0)],
+                labels={"gymhub.sandbox": "1", "gymhub.owner": str(os.getpid())},
+                hostname="sandbox",
+            )
+        except Exception as exc:
+            workdir.remove()
+            raise BackendError(f"cannot start a sandbox container: {exc}") from exc
+        return _Box(container, workdir, _container_key(limits))
+
+    def restart(self, box: _Box, limits: Limits) -> None:
+        """Replace a container that may hold leftovers by a fresh one on the same workdir.
+
+        Used when a call ended abnormally (deadline, output cap, a wrapper that was itself
+        killed): an ``exec`` of ``kill`` may be impossible then (a fork bomb holds every
+        pid), but removing the container always ends every process in it. The session's
+        files survive because the workdir lives on the host.
+        """
+        with contextlib.suppress(Exception):
+            box.container.remove(force=True)
+        fresh = self._create(limits, box.workdir)
+        box.container = fresh.container
+
+    def _destroy(self, box: _Box) -> None:
+        with contextlib.suppress(Exception):
+            box.container.remove(force=True)
+        box.workdir.remove()
+
+    def acquire(self, limits: Limits) -> _Box:
+        """A container for a new session: from the pool when limits match, else fresh."""
+        key = _container_key(limits)
+        with self._lock:
+            if self._closed:
+                raise BackendError("the docker sandbox is closed")
+            for i, box in enumerate(self._pool):
+                if box.key == key:
+                    return self._pool.pop(i)
+        return self._create(limits)
+
+    def release(self, box: _Box) -> None:
+        """Clean a session's container and pool it, or retire it."""
+        box.uses += 1
+        pooled = (not self._closed and box.key == _container_key(self.limits)
+                  and box.uses < self.max_uses and len(self._pool) < self.pool_size)
+        if pooled:
+            try:
+                self.exec_simple(box, ["sh", "-c", "kill -9 -1; rm -rf /tmp/* /tmp/.[!.]* "
+                                       "/dev/shm/* 2>/dev/null; exit 0"], user="0")
+                box.workdir.clear()
+            except Exception:
+                pooled = False
+        if pooled:
+            with self._lock:
+                if not self._closed:
+                    self._pool.append(box)
+                    return
+        self._destroy(box)
+
+    def prewarm(self) -> None:
+        """Fill the pool up to ``pool_size`` now (otherwise it fills as sessions close)."""
+        while len(self._pool) < self.pool_size:
+            box = self._create(self.limits)
+            with self._lock:
+                self._pool.append(box)
+
+    def exec_simple(self, box: _Box, argv: Sequence[str], user: str = SANDBOX_USER) -> int:
+        """Run a short trusted command in a container and return its exit status."""
+        exec_id = self.api.exec_create(box.container.id, list(argv), user=user)["Id"]
+        self.api.exec_start(exec_id)
+        return int(self.api.exec_inspect(exec_id).get("ExitCode") or 0)
+
+    def session(self, limits: Limits | None = None) -> Session:
+        """Open a session on a pooled or fresh container (see :meth:`Sandbox.session`)."""
+        lim = limits or self.limits
+        return DockerSession(self, self.acquire(lim), lim)
+
+    def close(self) -> None:
+        """Remove every pooled container (sessions still open remove theirs on close)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, []
+        for box in pool:
+            self._destroy(box)
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+
+class DockerSession(Session):
+    """A session on one container: ``exec`` per call, workdir shared with the host."""
+
+    def __init__(self, sandbox: DockerSandbox, box: _Box, limits: Limits) -> None:
+        self._sandbox = sandbox
+        self._box = box
+        self.limits = limits
+        self._lock = threading.RLock()
+        self._closed = False
+
+    def _check(self) -> _Box:
+        if self._closed:
+            raise RuntimeError("the sandbox session is closed")
+        return self._box
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | str | None = None,
+        files: Files | None = None,
+        collect: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> ExecResult:
+        """Run one command (see :meth:`Session.run`)."""
+        if isinstance(argv, str) or not argv:
+            raise ValueError("argv must be a non-empty list of strings")
+        lim = limits or self.limits
+        with self._lock:
+            box = self._check()
+            for name, data in (files or {}).items():
+                box.workdir.write_file(name, data)
+            data_in = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+            result = _Exec(self._sandbox, box, lim).run(list(argv), data_in,
+                                                        {**BASE_ENV, "HOME": "/tmp", **(env or {})})
+            files_out = box.workdir.collect(tuple(collect), lim.file_size_mb << 20)
+        return ExecResult(**{**result, "files": files_out, "backend": self._sandbox.name})
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Write a workdir file (see :meth:`Session.write_file`)."""
+        with self._lock:
+            self._check().workdir.write_file(path, data, mode)
+
+    def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Read a workdir file (see :meth:`Session.read_file`)."""
+        with self._lock:
+            return self._check().workdir.read_file(path, max_bytes)
+
+    def list_files(self) -> list[str]:
+        """List workdir files (see :meth:`Session.list_files`)."""
+        with self._lock:
+            return self._check().workdir.list_files()
+
+    def close(self) -> None:
+        """Return the container to the pool (cleaned) or remove it (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._sandbox.release(self._box)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session is closed."""
+        return self._closed
+
+
+class _Exec:
+    """One supervised ``exec``: stdin in, demultiplexed output out, deadline and caps."""
+
+    def __init__(self, sandbox: DockerSandbox, box: _Box, limits: Limits) -> None:
+        self.sandbox, self.box, self.limits = sandbox, box, limits
+        self.nonce = "gymhub-trailer-" + secrets.token_hex(8)
+
+    def _kill_all(self) -> None:
+        self.sandbox.restart(self.box, _box_limits(self.box, self.limits))
+
+    def run(self, argv: list[str], stdin: bytes, env: Mapping[str, str]) -> dict[str, Any]:
+        lim = self.limits
+        start = time.monotonic()
+        cmd = ["/bin/sh", "-c", _WRAPPER, "gymhub-wrap", self.nonce,
+               *launcher_argv(lim, None, None), *argv]
+        api = self.sandbox.api
+        try:
+            exec_id = api.exec_create(self.box.container.id, cmd, stdin=True, user=SANDBOX_USER,
+                                      workdir=WORKDIR, environment=dict(env))["Id"]
+            raw = api.exec_start(exec_id, socket=True)
+        except Exception as exc:
+            raise BackendError(f"docker exec failed: {exc}") from exc
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        streams = {1: bytearray(), 2: bytearray()}
+        truncated = {1: False, 2: False}
+        slack = 512  # room for the trailer on stderr
+        limit: str | None = None
+        pending = memoryview(stdin)
+        buf = bytearray()
+        sel = selectors.DefaultSelector()
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0))
+        if not pending:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
+        deadline = start + lim.wall_s
+        try:
+            eof = False
+            while not eof:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    limit = LIMIT_WALL
+                    break
+                for _, mask in sel.select(left):
+                    if mask & selectors.EVENT_WRITE and pending:
+                        try:
+                            pending = pending[sock.send(pending[:65536]):]
+                        except (BlockingIOError, InterruptedError):
+                            pass
+                        except OSError:
+                            pending = pending[:0]
+                        if not pending:
+                            sel.modify(sock, selectors.EVENT_READ)
+                            with contextlib.suppress(OSError):
+                                sock.shutdown(socket.SHUT_WR)
+                    if mask & selectors.EVENT_READ:
+                        try:
+                            chunk = sock.recv(65536)
+                        except (BlockingIOError, InterruptedError):
+                            continue
+                        if not chunk:
+                            eof = True
+                            break
+                        buf += chunk
+                        while len(buf) >= 8:
+                            kind, size = struct.unpack(">BxxxI", bytes(buf[:8]))
+                            if len(buf) < 8 + size:
+                                break
+                            payload, buf = bytes(buf[8:8 + size]), buf[8 + size:]
+                            target = streams.get(kind, streams[2])
+                            cap = lim.output_bytes + (slack if kind == 2 else 0)
+                            room = cap - len(target)
+                            target += payload[:max(room, 0)]
+                            if len(payload) > room:
+                                truncated[2 if kind == 2 else 1] = True
+                                limit = LIMIT_OUTPUT
+                        if limit is not None:
+                            break
+                if limit is not None:
+                    break
+        finally:
+            sel.close()
+            if limit is not None:
+                self._kill_all()
+            with contextlib.suppress(Exception):
+                raw.close()
+        info: dict[str, Any] = {}
+        with contextlib.suppress(Exception):
+            info = api.exec_inspect(exec_id)
+        return self._result(streams, truncated, limit, info, start)
+
+    def _result(self, streams: dict[int, bytearray], truncated: dict[int, bool],
+                limit: str | None, info: Mapping[str, Any], start: float) -> dict[str, Any]:
+        err = bytes(streams[2])
+        oom = 0
+        cpu_ms = 0.0
+        rc = info.get("ExitCode")
+        marker = ("\n" + self.nonce + " ").encode()
+        cut = err.rfind(marker)
+        if cut >= 0:
+            tail = err[cut + len(marker):].decode(errors="replace").split()
+            err = err[:cut]
+            with contextlib.suppress(ValueError, IndexError):
+                rc, oom = int(tail[0]), int(tail[1])
+                cpu_ms = sum(_parse_time(t) for t in tail[-2:])
+        else:
+            self._kill_all()  # the wrapper itself died: nothing cleaned up after the command
+        if len(err) > self.limits.output_bytes:
+            err, truncated[2] = err[: self.limits.output_bytes], True
+        if not isinstance(rc, int):
+            rc = 137
+        exit_code: int | None = rc
+        sig: int | None = None
+        if 128 < rc <= 192:
+            exit_code, sig = None, rc - 128
+        if limit is not None:
+            exit_code, sig = None, 9
+        if limit is None and sig == _SIGXCPU:
+            limit = LIMIT_CPU
+        if limit is None and oom > 0 and sig is not None:
+            limit = LIMIT_MEMORY
+        return {
+            "exit_code": exit_code, "signal": sig, "stdout": bytes(streams[1]), "stderr": err,
+            "stdout_truncated": truncated[1], "stderr_truncated": truncated[2],
+            "timed_out": limit in (LIMIT_WALL, LIMIT_CPU), "oom_killed": oom > 0,
+            "pids_exhausted": False, "limit": limit,
+            "wall_ms": (time.monotonic() - start) * 1000, "cpu_ms": cpu_ms,
+        }
+
+
+def _box_limits(box: _Box, limits: Limits) -> Limits:
+    """The container-level limits a box was built with (from its key), for a restart."""
+    memory_mb, pids, tmp_mb, workdir_mb, network, open_files, file_size_mb = box.key
+    return limits.replace(memory_mb=memory_mb, pids=pids, tmp_mb=tmp_mb, workdir_mb=workdir_mb,
+                          network=network, open_files=open_files, file_size_mb=file_size_mb)
+
+
+def _parse_time(text: str) -> float:
+    """Parse ``times`` output such as ``0m1.250000s`` into milliseconds."""
+    minutes, _, seconds = text.rstrip("s").partition("m")
+    return (int(minutes) * 60 + float(seconds)) * 1000

@@ -1,0 +1,82 @@
+"""Shared fixtures: one sandbox per available backend, and host-cleanliness checks.
+
+The docker backend is tested when a Docker Engine API answers: ``$DOCKER_HOST``, else
+Podman's default rootful socket (``.ci/setup_sandbox.sh`` starts one and prints the
+``DOCKER_HOST`` to export). Tests skip a backend that is not available here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from gymhub.sandbox import Limits, Sandbox
+
+#: Small limits keep every attack under a couple of seconds on 2 cores.
+TEST_LIMITS = Limits(wall_s=2.0, cpu_s=1.5, memory_mb=128, pids=32, output_bytes=64 * 1024,
+                     file_size_mb=8, open_files=64, tmp_mb=16, workdir_mb=16)
+
+
+def _make(name: str) -> Sandbox:
+    if name == "bwrap":
+        from gymhub.sandbox.bwrap import BwrapSandbox
+
+        if not BwrapSandbox.available():
+            pytest.skip("bubblewrap is not installed")
+        return BwrapSandbox(TEST_LIMITS)
+    from gymhub.sandbox.docker_backend import DockerSandbox
+
+    if not DockerSandbox.available():
+        pytest.skip("no Docker/Podman API socket reachable")
+    return DockerSandbox(TEST_LIMITS, pool_size=2)
+
+
+_cache: dict[str, Sandbox] = {}
+
+
+@pytest.fixture(scope="session", params=["bwrap", "docker"])
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    """Each available isolating backend, built once per test session."""
+    name = request.param
+    if name not in _cache:
+        _cache[name] = _make(name)
+    yield _cache[name]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for sb in _cache.values():
+        sb.close()
+    _cache.clear()
+
+
+def sandbox_processes() -> list[str]:
+    """Host processes running as the sandbox user (uid 65534), as ``ps`` lines."""
+    out = subprocess.run(["ps", "-u", "65534", "-o", "pid=,args="], capture_output=True,
+                         text=True, check=False).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _assert_clean(sandbox: Sandbox) -> None:
+    """Nothing the sandbox started is still running, and the next call works normally."""
+    if os.geteuid() == 0:
+        deadline = time.monotonic() + 2.0  # a killed process may take a moment to vanish
+        while sandbox_processes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sandbox_processes() == []
+    cgroups = getattr(sandbox, "cgroups", None)
+    if cgroups is not None:
+        for parent in cgroups.parents.values():
+            assert [p.name for p in parent.iterdir() if p.is_dir()] == []
+    follow = sandbox.run(["sh", "-c", "echo ok"])
+    assert follow.ok, follow
+    assert follow.stdout == b"ok\n"
+
+
+@pytest.fixture
+def clean() -> Callable[[Sandbox], None]:
+    """``clean(sandbox)``: nothing left running and the next call behaves normally."""
+    return _assert_clean

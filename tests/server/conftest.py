@@ -1,0 +1,209 @@
+"""Fixtures for the server tests: real server processes on loopback and in-process apps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from gymhub.envs import Registry, TextEnv, registry
+from gymhub.envs.echo import EchoEnv
+from gymhub.server.app import create_app
+from gymhub.server.client import AsyncEnvClient
+from gymhub.types import Message, StepResult
+
+
+def constructible_env_ids() -> list[str]:
+    """Every registered id whose environment can be built here.
+
+    Built-in environments written in parallel may still miss a module; those are
+    skipped (ImportError only), every other failure is a test failure.
+    """
+    return [i for i in registry.ids() if _import_problem(i) is None]
+
+
+def _import_problem(env_id: str) -> str | None:
+    try:
+        env = registry.make(env_id)
+    except Exception as exc:
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, ImportError):
+                return f"{env_id} cannot be imported: {cause}"
+            cause = cause.__cause__
+        raise
+    env.close()
+    return None
+
+
+def registered_params() -> list[Any]:
+    """``pytest.param`` per registered id, skipped when its module is missing."""
+    out = []
+    for env_id in registry.ids():
+        problem = _import_problem(env_id)
+        marks = [pytest.mark.skip(reason=problem)] if problem else []
+        out.append(pytest.param(env_id, marks=marks, id=env_id))
+    return out
+
+
+# --------------------------------------------------------------- test environments
+class SlowEnv(EchoEnv):
+    """Echo whose steps sleep ``delay`` seconds; records closes (for deadline tests)."""
+
+    closed: list[int] = []  # noqa: RUF012 - shared on purpose: the test reads it
+
+    def __init__(self, delay: float = 0.5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def _step(self, action: Message) -> StepResult:
+        time.sleep(self.delay)
+        return super()._step(action)
+
+    def close(self) -> None:
+        SlowEnv.closed.append(id(self))
+        super().close()
+
+
+def local_registry() -> Registry:
+    reg = Registry()
+    reg.register("echo-v0", "gymhub.envs.echo:EchoEnv", max_turns=4, description="echo",
+                 verifier="exact_match")
+    reg.register("slow-v0", SlowEnv, max_turns=4, description="slow echo")
+    return reg
+
+
+# ---------------------------------------------------------------- in-process apps
+@contextlib.asynccontextmanager
+async def served(env_ids: list[str] | None = None, **app_kwargs: Any
+                 ) -> AsyncIterator[tuple[Any, AsyncEnvClient, httpx.AsyncClient]]:
+    """An app with its lifespan running, an AsyncEnvClient and a raw httpx client on it."""
+    app_kwargs.setdefault("registry", local_registry())
+    app = create_app(env_ids or ["echo-v0"], **app_kwargs)
+    token = app_kwargs.get("token")
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        client = AsyncEnvClient("http://test", transport=transport, token=token, timeout=10,
+                                backoff_s=0.01, max_backoff_s=0.05)
+        raw = httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers)
+        try:
+            yield app, client, raw
+        finally:
+            await client.aclose()
+            await raw.aclose()
+
+
+def run(coro_fn: Callable[[], Any]) -> Any:
+    """Run an async test body (no pytest-asyncio here)."""
+    return asyncio.run(coro_fn())
+
+
+# ------------------------------------------------------------ real server process
+@dataclass
+class ServerProcess:
+    """A ``python -m gymhub.server.cli`` child process on a free loopback port."""
+
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    proc: subprocess.Popen[str] | None = None
+    url: str = ""
+    banner: list[str] = field(default_factory=list)
+    _stderr: Any = None
+
+    def start(self, timeout: float = 20.0) -> ServerProcess:
+        cmd = [sys.executable, "-m", "gymhub.server.cli", *self.args, "--port", str(self.port)]
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True, env={**os.environ, **self.env})
+        lines: list[str] = []
+
+        def read() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                lines.append(line.rstrip("\n"))
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if lines and " at http://" in lines[0]:
+                self.url = lines[0].split(" at ", 1)[1].split()[0]
+                time.sleep(0.05)
+                self.banner = list(lines)
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.kill()
+        self._stderr.seek(0)
+        err = self._stderr.read()
+        raise RuntimeError(f"server did not start: {lines} {err}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+        finally:
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close_pipes()
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read()
+
+    def _close_pipes(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if not self._stderr.closed:
+            self._stderr.close()
+
+
+@pytest.fixture(scope="session")
+def echo_server() -> Iterator[ServerProcess]:
+    """One server process serving every constructible registered environment."""
+    server = ServerProcess(constructible_env_ids()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[..., ServerProcess]]:
+    """Start extra server processes; all are killed after the test."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, port: int = 0, **env: str) -> ServerProcess:
+        s = ServerProcess(list(args), env=dict(env), port=port).start()
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.kill()
+
+
+def make_env(env_id: str) -> TextEnv:
+    return registry.make(env_id)

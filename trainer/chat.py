@@ -1,0 +1,125 @@
+"""Token-exact chat rendering: the first prompt, observation deltas, and the drift check.
+
+Re-rendering a conversation each turn and re-tokenising it does not reproduce the ids
+the model sampled (decode/encode is not an inverse, templates rewrite tool calls and
+whitespace), which silently trains on tokens the model never produced. So the learner
+owns the ids: the first prompt is rendered once, each assistant turn keeps the
+engine's ids verbatim, and each observation is appended as the template's *delta*
+against a fixed base conversation::
+
+    delta = tokens(render([*BASE, *observation], generation_prompt=True))
+            [len(tokens(render(BASE)) up to and including its last end-of-turn token):]
+
+Cutting the base after its last end-of-turn token (not at its end) lets the delta carry
+whatever the template puts after that token (ChatML's newline), which the sampled turn
+never contains. The delta is independent of the real history, so it is computed the
+same way every turn. :meth:`ChatRenderer.drift` compares an episode's ids with one full
+render of its messages and reports the first position where they part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gymhub.types import Message
+
+__all__ = ["ChatRenderer", "Drift", "TemplateError"]
+
+_BASE = (Message(role="user", content="base"), Message(role="assistant", content="base"))
+
+
+class TemplateError(ValueError):
+    """The chat template cannot be used token-exactly (it is not prefix-preserving)."""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Result of comparing an episode's ids with a full render of its messages.
+
+    Attributes:
+        ok: the ids match the render exactly.
+        position: first differing index, or ``None``.
+        episode_tokens: length of the episode's ids.
+        render_tokens: length of the render (cut after its last end-of-turn token).
+    """
+
+    ok: bool
+    position: int | None
+    episode_tokens: int
+    render_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"ok": self.ok, "position": self.position,
+                "episode_tokens": self.episode_tokens, "render_tokens": self.render_tokens}
+
+
+class ChatRenderer:
+    """Renders messages to ids with a tokenizer's chat template.
+
+    Args:
+        tokenizer: a ``transformers`` tokenizer with a chat template.
+        end_of_turn_id: the id that closes a turn; defaults to ``eos_token_id``.
+    """
+
+    def __init__(self, tokenizer: Any, end_of_turn_id: int | None = None) -> None:
+        self.tokenizer = tokenizer
+        eot = end_of_turn_id if end_of_turn_id is not None else tokenizer.eos_token_id
+        if eot is None:
+            raise TemplateError("the tokenizer has no eos token; pass end_of_turn_id")
+        self.end_of_turn_id = int(eot)
+
+    def _render(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None,
+                generation_prompt: bool) -> list[int]:
+        text = self.tokenizer.apply_chat_template(
+            [m.to_dict() for m in messages], tools=list(tools) if tools else None,
+            tokenize=False, add_generation_prompt=generation_prompt,
+        )
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def prompt_ids(self, messages: Sequence[Message],
+                   tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+        """The opening messages with the assistant generation prompt."""
+        return self._render(messages, tools, True)
+
+    def _cut(self, ids: list[int]) -> int:
+        for i in range(len(ids) - 1, -1, -1):
+            if ids[i] == self.end_of_turn_id:
+                return i + 1
+        raise TemplateError("the rendered base conversation has no end-of-turn token")
+
+    def observation_ids(self, observation: Sequence[Message],
+                        tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+        """The template's tokens for ``observation`` plus the next generation prompt.
+
+        Raises:
+            TemplateError: the template renders the base differently once more
+                messages follow (it is not prefix-preserving).
+        """
+        base = self._render(_BASE, tools, False)
+        cut = self._cut(base)
+        full = self._render([*_BASE, *observation], tools, True)
+        if full[:cut] != base[:cut]:
+            raise TemplateError("the chat template is not prefix-preserving: appending "
+                                "messages changed how earlier ones render")
+        return full[cut:]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of generated ids, special tokens kept (they are part of the content)."""
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def drift(self, ids: Sequence[int], messages: Sequence[Message],
+              tools: Sequence[dict[str, Any]] | None = None) -> Drift:
+        """Compare ``ids`` with a full render of ``messages`` (see the module docstring)."""
+        full = self._render(messages, tools, False)
+        try:
+            full = full[: self._cut(full)]
+        except TemplateError:
+            pass
+        n = min(len(ids), len(full))
+        pos = next((i for i in range(n) if ids[i] != full[i]), None)
+        if pos is None and len(ids) != len(full):
+            pos = n
+        return Drift(ok=pos is None, position=pos, episode_tokens=len(ids), render_tokens=len(full))

@@ -1,0 +1,326 @@
+"""Token-exact multi-turn episodes, many at once.
+
+One episode is one growing sequence of ids that the learner owns (see
+:mod:`gymhub.trainer.chat` for why): the rendered first prompt (mask 0), then for each
+turn the engine's ids and log-probabilities verbatim (mask 1), then the observation's
+template delta (mask 0). A turn that did not end on the end-of-turn token (it hit its
+token budget or a stop string) gets that token appended with mask 0, so the next
+observation lands where the template expects it.
+
+Budgets end an episode as truncated: ``max_turns`` assistant turns, ``max_tokens_per_
+episode`` generated tokens, ``max_context_tokens`` in the whole sequence. An episode
+the learner truncates before the environment scored it gets a return of 0 (it did not
+answer) and ``truncated=True``; the loss may mask it (``mask_truncated``). An episode
+whose backend failed, or whose score carries an ``error``, is *errored*: masked and
+counted, never scored.
+
+Episodes run as asyncio tasks. Generation is batched in lockstep: a batch is sent to
+the engine when every live episode is waiting for a turn, in a fixed order, and each
+request carries its own seed. Batches are therefore identical from run to run
+whatever order environment steps finish in, which is what makes a resumed run
+reproduce its metrics exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gymhub.types import Message, Score
+
+from .backends import EpisodeBackend
+from .chat import ChatRenderer, Drift
+from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig
+from .parsers import ToolCallParser
+
+__all__ = ["Budgets", "LockstepGenerator", "Trajectory", "run_episode", "run_group_batch",
+           "write_jsonl"]
+
+StopReason = Literal["terminated", "env_truncated", "max_turns", "episode_tokens",
+                     "context", "error"]
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Limits that end an episode as truncated."""
+
+    max_turns: int = 4
+    max_tokens_per_turn: int = 64
+    max_tokens_per_episode: int = 256
+    max_context_tokens: int = 2048
+
+
+@dataclass
+class Trajectory:
+    """One episode as the learner trains on it.
+
+    Attributes:
+        env_id: environment id.
+        task_id: task played.
+        group: GRPO group key (episodes of one task in one step).
+        index: position in the batch.
+        ids: the whole sequence.
+        loss_mask: 1 on sampled tokens, 0 on prompt, observations and template glue.
+        logprobs: the engine's log-probability of each sampled token, 0.0 elsewhere.
+        turn_rewards: per-turn shaping rewards (the final score excluded).
+        score: the verifier's score, or ``None`` when there is none.
+        stop_reason: why the episode ended.
+        error: why it errored, or ``None``.
+        policy_version: engine version of the first turn; ``turn_versions`` per turn.
+        messages: the transcript (assistant turns as raw text, as rendered).
+        parse_errors: turns whose tool calls did not parse.
+        drift: the drift check, when it ran.
+    """
+
+    env_id: str
+    task_id: str
+    group: str
+    index: int
+    ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_rewards: list[float] = field(default_factory=list)
+    score: Score | None = None
+    stop_reason: StopReason = "terminated"
+    error: str | None = None
+    policy_version: int = 0
+    turn_versions: list[int] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    parse_errors: int = 0
+    drift: Drift | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Ended by a budget rather than by the agent."""
+        return self.stop_reason not in ("terminated", "error")
+
+    @property
+    def errored(self) -> bool:
+        """No valid return: a failure, or a score the verifier could not judge."""
+        return self.error is not None or (self.score is not None and not self.score.ok)
+
+    @property
+    def value(self) -> float | None:
+        """The final score (0.0 when truncated unscored), ``None`` when errored."""
+        if self.errored:
+            return None
+        return self.score.value if self.score is not None else 0.0
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens trained on."""
+        return sum(self.loss_mask)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready record for trajectories.jsonl."""
+        return {
+            "env_id": self.env_id, "task_id": self.task_id, "group": self.group,
+            "index": self.index, "ids": self.ids, "loss_mask": self.loss_mask,
+            "logprobs": [round(x, 6) for x in self.logprobs],
+            "turn_rewards": self.turn_rewards,
+            "score": self.score.to_dict() if self.score is not None else None,
+            "stop_reason": self.stop_reason, "error": self.error,
+            "policy_version": self.policy_version, "turn_versions": self.turn_versions,
+            "messages": [m.to_dict() for m in self.messages],
+            "parse_errors": self.parse_errors,
+            "drift": self.drift.to_dict() if self.drift is not None else None,
+        }
+
+
+class LockstepGenerator:
+    """Batches the turns of concurrent episodes into engine calls (see module docstring)."""
+
+    def __init__(self, engine: Engine, sampling: SamplingConfig) -> None:
+        self.engine = engine
+        self.sampling = sampling
+        self._active = 0
+        self._pending: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]] = []
+        self._running = False
+        self.calls = 0
+        self.generated = 0
+
+    def join(self) -> None:
+        """An episode starts."""
+        self._active += 1
+
+    def leave(self) -> None:
+        """An episode ends (it may have been the one the batch waited for)."""
+        self._active -= 1
+        self._maybe_flush()
+
+    async def generate(self, order: int, request: GenerationRequest) -> Completion:
+        """Queue a request; resolves when its batch has been generated."""
+        fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._pending.append((order, request, fut))
+        self._maybe_flush()
+        return await fut
+
+    def _maybe_flush(self) -> None:
+        if self._running or not self._pending or len(self._pending) < self._active:
+            return
+        batch = sorted(self._pending, key=lambda p: p[0])
+        self._pending = []
+        self._running = True
+        asyncio.get_running_loop().create_task(self._flush(batch))
+
+    async def _flush(self, batch: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]]) -> None:
+        try:
+            outs = await asyncio.to_thread(self.engine.generate, [b[1] for b in batch], self.sampling)
+            self.calls += 1
+            for (_, _, fut), out in zip(batch, outs, strict=True):
+                self.generated += len(out.token_ids)
+                fut.set_result(out)
+        except BaseException as exc:  # every waiter must learn of the failure
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+        finally:
+            self._running = False
+            self._maybe_flush()
+
+
+@dataclass
+class _Ctx:
+    backend: EpisodeBackend
+    generator: LockstepGenerator
+    renderer: ChatRenderer
+    parser: ToolCallParser
+    budgets: Budgets
+    drift_check: str
+
+
+def _shaping(reward: float, score: Score | None, final: bool) -> float:
+    """The step reward without the final score that ``TextEnv`` folds into it."""
+    if final and score is not None and score.ok:
+        return reward - score.value
+    return reward
+
+
+async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
+    """Play one episode into ``traj`` (see the module docstring)."""
+    b = ctx.budgets
+    eot = ctx.renderer.end_of_turn_id
+    ctx.generator.join()
+    episode_id: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    try:
+        start = await ctx.backend.create(traj.env_id, task_id=traj.task_id, seed=seed)
+        episode_id = start.episode_id
+        tools = start.info.get("tools") or None
+        traj.messages = list(start.observation)
+        traj.ids = ctx.renderer.prompt_ids(traj.messages, tools)
+        traj.loss_mask = [0] * len(traj.ids)
+        traj.logprobs = [0.0] * len(traj.ids)
+        traj.stop_reason = "max_turns"
+        generated = 0
+        for turn in range(b.max_turns):
+            budget = min(b.max_tokens_per_turn, b.max_tokens_per_episode - generated,
+                         b.max_context_tokens - len(traj.ids) - 1)
+            if budget <= 0:
+                traj.stop_reason = ("episode_tokens" if generated >= b.max_tokens_per_episode
+                                    else "context")
+                break
+            req = GenerationRequest(traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62))
+            comp = await ctx.generator.generate(traj.index, req)
+            traj.turn_versions.append(ctx.generator.engine.policy_version)
+            out_ids = list(comp.token_ids)
+            generated += len(out_ids)
+            traj.ids += out_ids
+            traj.loss_mask += [1] * len(out_ids)
+            traj.logprobs += [float(x) for x in comp.logprobs]
+            body = out_ids[:-1] if out_ids and out_ids[-1] == eot else out_ids
+            if not out_ids or out_ids[-1] != eot:
+                traj.ids.append(eot)
+                traj.loss_mask.append(0)
+                traj.logprobs.append(0.0)
+            text = ctx.renderer.decode(body)
+            traj.messages.append(Message(role="assistant", content=text))
+            parsed = ctx.parser.parse(text)
+            traj.parse_errors += 0 if parsed.ok else 1
+            result = await ctx.backend.step(episode_id, parsed.message)
+            score = result.info.get("score")
+            final = result.terminated or result.truncated
+            traj.turn_rewards.append(_shaping(result.reward, score if isinstance(score, Score) else None, final))
+            if final:
+                traj.score = score if isinstance(score, Score) else None
+                if traj.score is None:
+                    traj.error = "the environment ended the episode without a score"
+                traj.stop_reason = "terminated" if result.terminated else "env_truncated"
+                break
+            obs = ctx.renderer.observation_ids(result.observation, tools)
+            if len(traj.ids) + len(obs) >= b.max_context_tokens:
+                traj.stop_reason = "context"
+                break
+            traj.ids += obs
+            traj.loss_mask += [0] * len(obs)
+            traj.logprobs += [0.0] * len(obs)
+            traj.messages.extend(result.observation)
+    except Exception as exc:
+        traj.error = f"{type(exc).__name__}: {exc}"
+        traj.stop_reason = "error"
+    finally:
+        ctx.generator.leave()
+        if episode_id is not None:
+            try:
+                await ctx.backend.close(episode_id)
+            except Exception as exc:  # a failed close must not lose the trajectory
+                traj.error = traj.error or f"close failed: {exc}"
+    traj.policy_version = traj.turn_versions[0] if traj.turn_versions else ctx.generator.engine.policy_version
+    if ctx.drift_check != "off" and traj.error is None:
+        traj.drift = ctx.renderer.drift(traj.ids, _rendered(traj), tools)
+        if not traj.drift.ok and ctx.drift_check == "strict":
+            raise RuntimeError(f"token drift in {traj.task_id} at position {traj.drift.position}")
+    return traj
+
+
+def _rendered(traj: Trajectory) -> list[Message]:
+    """The messages whose render the ids must equal (everything up to the last turn)."""
+    last = max((i for i, m in enumerate(traj.messages) if m.role == "assistant"), default=-1)
+    return traj.messages[: last + 1]
+
+
+async def run_group_batch(
+    *,
+    backend: EpisodeBackend,
+    engine: Engine,
+    renderer: ChatRenderer,
+    parser: ToolCallParser,
+    sampling: SamplingConfig,
+    budgets: Budgets,
+    tasks: Sequence[tuple[str, str]],
+    group_size: int,
+    seed: int,
+    group_prefix: str = "",
+    drift_check: str = "warn",
+    max_concurrent: int = 64,
+) -> list[Trajectory]:
+    """Play ``group_size`` episodes of each ``(env_id, task_id)``, concurrently.
+
+    Episodes are numbered in order (task by task), which fixes batch order and seeds.
+    """
+    gen = LockstepGenerator(engine, sampling)
+    ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check)
+    trajs = [
+        Trajectory(env_id=env, task_id=task, group=f"{group_prefix}{env}/{task}#{t}", index=t * group_size + g)
+        for t, (env, task) in enumerate(tasks) for g in range(group_size)
+    ]
+    limit = asyncio.Semaphore(max_concurrent)
+
+    async def one(traj: Trajectory) -> Trajectory:
+        async with limit:
+            return await run_episode(ctx, traj, seed=seed * 100_003 + traj.index)
+
+    return list(await asyncio.gather(*(one(t) for t in trajs)))
+
+
+def write_jsonl(path: str | Path, trajectories: Sequence[Trajectory], **extra: Any) -> None:
+    """Append trajectories (with ``extra`` fields such as the step) to a JSONL file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("a", encoding="utf-8") as f:
+        for t in trajectories:
+            f.write(json.dumps({**extra, **t.to_json()}, ensure_ascii=False) + "\n")

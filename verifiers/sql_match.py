@@ -1,0 +1,228 @@
+"""``sql_match``: execution match of a candidate query against the gold query.
+
+Spec::
+
+    {"type": "sql_match", "preset": "test_suite",        # | "bird" | "spider_strict"
+     "order": "auto", "duplicates": "bag", "column_perm": true,   # optional overrides
+     "float_tol": 1e-6, "timeout_s": 5, "max_rows": 100000}
+
+The verifier's ``state`` is a non-empty sequence of
+:class:`~gymhub.sandbox.sql.DatabaseSource`: the episode's fixture first, then
+perturbed copies (same schema, different data). A query that is right only by
+accident on the fixture — a hard-coded answer, a filter that happens to work —
+fails on a copy; the score is 1.0 only when the candidate matches on every database.
+
+Presets (see :mod:`.sql_compare` for the value rules):
+
+============== ======================= ============ ============ =========
+preset          order                   duplicates   column perm  float_tol
+============== ======================= ============ ============ =========
+test_suite      gold's top-level ORDER  bag          yes          1e-6
+bird            ignored                 set          no           0
+spider_strict   always                  bag          no           0
+============== ======================= ============ ============ =========
+
+Gold results are cached per ``(source.key, dialect, gold SQL)`` in a bounded LRU,
+so the gold query runs once per database however often candidates are scored.
+The candidate's failures (syntax, refused write, timeout, oversized text, a non-text
+submission) are a 0 with a reason; failures of the judge itself (gold query broken,
+database unavailable, bad state) are ``Score.error``, which the learner masks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gymhub.errors import BackendError
+from gymhub.sandbox.sql import DatabaseSource, QueryError, QueryResult, SqlDatabase
+from gymhub.types import Score
+
+from .core import SpecReader, VerifyFn, verifier_kind
+from .sql_compare import compare_results, has_top_level_order_by
+
+__all__ = ["GOLD_CACHE_SIZE", "PRESETS"]
+
+#: Default switches of each preset: (order, duplicates, column_perm, float_tol).
+PRESETS: dict[str, tuple[str, str, bool, float]] = {
+    "test_suite": ("auto", "bag", True, 1e-6),
+    "bird": ("ignore", "set", False, 0.0),
+    "spider_strict": ("strict", "bag", False, 0.0),
+}
+#: Gold results kept per compiled verifier.
+GOLD_CACHE_SIZE = 4096
+
+
+class _GoldFailed(Exception):
+    """The gold query failed: the judge, not the candidate, is broken."""
+
+
+class _GoldCache:
+    """A thread-safe, bounded LRU of gold results."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[tuple[str, ...], QueryResult] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> QueryResult | None:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[str, ...], value: QueryResult) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+@verifier_kind("sql_match")
+def build_sql_match(spec: SpecReader) -> VerifyFn:
+    """Compile a ``sql_match`` spec (fields in the module docstring)."""
+    preset = spec.choice("preset", list(PRESETS), "test_suite")
+    d_order, d_dup, d_perm, d_tol = PRESETS[preset]
+    order_mode = spec.choice("order", ["auto", "strict", "ignore"], d_order)
+    bag = spec.choice("duplicates", ["bag", "set"], d_dup) == "bag"
+    column_perm = bool(spec.get("column_perm", bool, d_perm))
+    float_tol = spec.number("float_tol", d_tol, lo=0.0)
+    timeout_s = spec.number("timeout_s", 5.0, lo=0.001, hi=600.0)
+    max_rows = spec.integer("max_rows", 100_000, lo=1)
+    cache = _GoldCache(GOLD_CACHE_SIZE)
+
+    def gold_result(db: SqlDatabase, key: str, gold_sql: str) -> QueryResult:
+        cache_key = (key, db.dialect, gold_sql)
+        hit = cache.get(cache_key)
+        if hit is not None:
+            return hit
+        try:
+            result = db.query(gold_sql, max_rows=max_rows, timeout_s=timeout_s, count_cap=max_rows)
+        except QueryError as exc:
+            raise _GoldFailed(f"gold query failed on {key}: {exc.kind}: {exc}") from exc
+        if result.truncated:
+            raise _GoldFailed(f"gold result on {key} has more than {max_rows:,} rows; "
+                              "raise max_rows or narrow the task")
+        cache.put(cache_key, result)
+        return result
+
+    def check_one(source: DatabaseSource, task: Any, sql: str) -> tuple[bool, str, bool]:
+        """``(match, reason, candidate_failed)`` on one database."""
+        db = source.open()
+        try:
+            gold_sql = _gold_sql(task, db.dialect)
+            gold = gold_result(db, source.key, gold_sql)
+            try:
+                cand = db.query(sql, max_rows=max_rows, timeout_s=timeout_s, count_cap=max_rows)
+            except QueryError as exc:
+                return False, f"candidate query failed ({exc.kind}): {exc}", True
+            if cand.truncated:
+                return False, f"candidate returned more than {max_rows:,} rows", False
+            ordered = order_mode == "strict" or (
+                order_mode == "auto" and has_top_level_order_by(gold_sql))
+            ok, reason = compare_results(gold, cand, order=ordered, bag=bag,
+                                         column_perm=column_perm, float_tol=float_tol)
+            return ok, reason, False
+        finally:
+            db.close()
+
+    def verify(submission: Any, task: Any, state: Any) -> Score:
+        sources, problem = _sources(state)
+        if problem:
+            return Score.failed(problem)
+        if not isinstance(submission, str):
+            return _zero(sources, f"malformed: submission is {type(submission).__name__}, "
+                                  "not SQL text")
+        if not submission.strip():
+            return _zero(sources, "malformed: the submitted query is empty")
+        results: list[dict[str, Any]] = []
+        for i, source in enumerate(sources):
+            try:
+                ok, reason, failed = check_one(source, task, submission)
+            except _GoldFailed as exc:
+                return Score.failed(str(exc), key=source.key)
+            except (BackendError, _NoGold) as exc:
+                return Score.failed(f"{source.key}: {exc}", key=source.key)
+            except Exception as exc:  # a source whose open() explodes is the judge's problem
+                return Score.failed(f"cannot use database {source.key}: "
+                                    f"{type(exc).__name__}: {exc}", key=source.key)
+            results.append({"key": source.key, "role": _role(source, i), "match": ok,
+                            "reason": reason})
+            if failed:  # the same text fails the same way everywhere: skip the rest
+                results.extend({"key": s.key, "role": _role(s, j), "match": False,
+                                "reason": "skipped (the candidate query failed)"}
+                               for j, s in enumerate(sources[i + 1:], i + 1))
+                return _score(results, reason)
+        return _score(results, None)
+
+    return verify
+
+
+class _NoGold(Exception):
+    """The task has no usable gold query for this database's dialect."""
+
+
+def _gold_sql(task: Any, dialect: str) -> str:
+    gold = getattr(task, "gold", task)
+    if isinstance(gold, str) and gold.strip():
+        return gold
+    if isinstance(gold, Mapping):
+        sql = gold.get(dialect)
+        if sql is None and dialect == "postgresql":
+            sql = gold.get("postgres")
+        if isinstance(sql, str) and sql.strip():
+            return sql
+        raise _NoGold(f"task.gold has no query for dialect {dialect!r} (has {sorted(gold)})")
+    raise _NoGold(f"task.gold must be SQL text or a mapping dialect -> SQL, got {gold!r:.80}")
+
+
+def _sources(state: Any) -> tuple[list[DatabaseSource], str | None]:
+    if isinstance(state, str | bytes) or not isinstance(state, Sequence):
+        return [], (f"state must be a sequence of database sources, got {type(state).__name__}")
+    if not state:
+        return [], "no databases to verify against (state is empty)"
+    for i, s in enumerate(state):
+        if not (callable(getattr(s, "open", None)) and isinstance(getattr(s, "key", None), str)):
+            return [], f"state[{i}] is not a database source (needs .key and .open()): {s!r:.80}"
+    return list(state), None
+
+
+def _role(source: DatabaseSource, index: int) -> str:
+    return str(getattr(source, "role", "fixture" if index == 0 else "perturbed"))
+
+
+def _components(results: list[dict[str, Any]]) -> dict[str, float]:
+    fixture = [r for r in results if r["role"] == "fixture"] or results[:1]
+    perturbed = [r for r in results if r not in fixture]
+    fix = 1.0 if all(r["match"] for r in fixture) else 0.0
+    pert = sum(r["match"] for r in perturbed) / len(perturbed) if perturbed else fix
+    return {"fixture": fix, "perturbed": pert}
+
+
+def _score(results: list[dict[str, Any]], reason: str | None) -> Score:
+    comps = _components(results)
+    all_ok = all(r["match"] for r in results)
+    if reason is None:
+        bad = [r for r in results if not r["match"]]
+        if all_ok:
+            reason = f"match on all {len(results)} database(s)"
+        elif comps["fixture"] == 1.0:
+            n_pert = sum(r["role"] != "fixture" for r in results)
+            reason = (f"matches the fixture but not {len(bad)} of {n_pert} perturbed "
+                      "database(s), so it is not correct in general; "
+                      f"{bad[0]['key']}: {bad[0]['reason']}")
+        else:
+            reason = f"mismatch on {bad[0]['key']}: {bad[0]['reason']}"
+    return Score(1.0 if all_ok else 0.0, components=comps,
+                 details={"reason": reason, "databases": results})
+
+
+def _zero(sources: list[DatabaseSource], reason: str) -> Score:
+    results = [{"key": s.key, "role": _role(s, i), "match": False, "reason": reason}
+               for i, s in enumerate(sources)]
+    return Score(0.0, components=_components(results), details={"reason": reason,
+                                                                "databases": results})
