@@ -154,7 +154,11 @@ class DockerSandbox(Sandbox):
             try:
                 import docker
 
-                docker.DockerClient(base_url=url, timeout=3).ping()
+                client = docker.DockerClient(base_url=url, timeout=3)
+                try:
+                    client.ping()
+                finally:
+                    client.close()
                 _available[url] = True
             except Exception:
                 _available[url] = False
@@ -416,6 +420,8 @@ class _Exec:
                 self._kill_all()
             with contextlib.suppress(Exception):
                 raw.close()
+            with contextlib.suppress(Exception):
+                sock.close()
         info: dict[str, Any] = {}
         with contextlib.suppress(Exception):
             info = api.exec_inspect(exec_id)

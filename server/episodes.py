@@ -160,15 +160,39 @@ class EpisodeManager:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the worker pool and the reaper, and build one probe per environment."""
-        self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="gymhub-env")
+        """Start the worker pool and the reaper, and build one probe per environment.
+
+        Called by the app's lifespan. Hosts that skip the lifespan (some test clients)
+        still work: the first request starts the manager (see :meth:`_ensure_started`).
+        """
+        if self._executor is not None or self.draining:
+            return
+        executor = ThreadPoolExecutor(self.workers, thread_name_prefix="gymhub-env")
         loop = asyncio.get_running_loop()
         for env_id in self.specs:
-            probe = await loop.run_in_executor(self._executor, self._build, env_id)
-            self._probes[env_id] = _Probe(probe)
-            self._infos.append(self._describe(env_id, probe))
-        if self.ttl_s is not None:
+            if env_id not in self._probes:
+                probe = await loop.run_in_executor(executor, self._build, env_id)
+                self._add_probe(env_id, probe)
+        self._executor = executor
+        if self.ttl_s is not None and self._reaper is None:
             self._reaper = asyncio.create_task(self._reap_loop())
+
+    def _ensure_started(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            if self.draining:
+                raise ServerDraining("the server is shutting down",
+                                     retry_after=self.retry_after_s)
+            for env_id in self.specs:
+                if env_id not in self._probes:
+                    self._add_probe(env_id, self._build(env_id))
+            self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="gymhub-env")
+            if self.ttl_s is not None and self._reaper is None:
+                self._reaper = asyncio.get_running_loop().create_task(self._reap_loop())
+        return self._executor
+
+    def _add_probe(self, env_id: str, env: TextEnv) -> None:
+        self._probes[env_id] = _Probe(env)
+        self._infos.append(self._describe(env_id, env))
 
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Stop accepting work, let in-flight calls finish, then close every episode.
@@ -177,6 +201,7 @@ class EpisodeManager:
         """
         if self.draining and self._executor is None:
             return
+        import traceback; traceback.print_stack()  # DEBUG
         self.draining = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout_s)
@@ -207,6 +232,7 @@ class EpisodeManager:
     # ------------------------------------------------------------------- queries
     def env_infos(self) -> list[dict[str, Any]]:
         """What ``GET /v1/envs`` lists."""
+        self._ensure_started()
         return self._infos
 
     def get(self, episode_id: str) -> Episode:
@@ -389,6 +415,7 @@ class EpisodeManager:
 
     # ------------------------------------------------------------------ internals
     def _probe(self, env_id: str) -> _Probe:
+        self._ensure_started()
         probe = self._probes.get(env_id)
         if probe is None:
             self.registry.spec(env_id)
@@ -457,11 +484,10 @@ class EpisodeManager:
         On a timeout the worker cannot be interrupted; ``env`` is closed as soon as the
         stuck call returns, so its resources are still released.
         """
-        if self._executor is None:
-            raise ServerDraining("the server is not running")
+        executor = self._ensure_started()
         self._inflight += 1
         self._idle.clear()
-        cfut: Future[T] = self._executor.submit(fn)
+        cfut: Future[T] = executor.submit(fn)
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(cfut)),
                                           self.step_timeout_s)

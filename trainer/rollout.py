@@ -251,6 +251,8 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
                     traj.error = "the environment ended the episode without a score"
                 traj.stop_reason = "terminated" if result.terminated else "env_truncated"
                 break
+            if turn + 1 >= b.max_turns:
+                break  # stop_reason stays "max_turns"; the last observation is not needed
             obs = ctx.renderer.observation_ids(result.observation, tools)
             if len(traj.ids) + len(obs) >= b.max_context_tokens:
                 traj.stop_reason = "context"
@@ -270,7 +272,7 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
             except Exception as exc:  # a failed close must not lose the trajectory
                 traj.error = traj.error or f"close failed: {exc}"
     traj.policy_version = traj.turn_versions[0] if traj.turn_versions else ctx.generator.engine.policy_version
-    if ctx.drift_check != "off" and traj.error is None:
+    if ctx.drift_check != "off" and traj.error is None and traj.turn_versions:
         traj.drift = ctx.renderer.drift(traj.ids, _rendered(traj), tools)
         if not traj.drift.ok and ctx.drift_check == "strict":
             raise RuntimeError(f"token drift in {traj.task_id} at position {traj.drift.position}")
