@@ -126,10 +126,18 @@ class ToolEnv(TextEnv):
         return [d.spec for d in self._tool_defs.values()]
 
     def on_text(self, action: Message) -> StepResult:
-        """Answer an assistant message that called no tool."""
+        """Answer an assistant message that called no tool.
+
+        The text is quoted back (shortened): when the learner could not parse the
+        model's tool call it sends the parse error as text, and this is how the
+        model gets to see what was wrong.
+        """
         names = ", ".join(self._tool_defs)
+        text = " ".join(action.content.split())
+        quoted = f" ({text[:300]}{'...' if len(text) > 300 else ''})" if text else ""
+        reply = f"Error: no tool call found{quoted}. Call one of: {names}."
         return StepResult(
-            [Message(role="user", content=f"No tool call found. Call one of: {names}.")],
+            [Message(role="user", content=reply)],
             0.0,
             False,
             False,

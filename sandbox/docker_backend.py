@@ -7,7 +7,7 @@ this backend is used.
 Each session holds one container; each call is an ``exec`` in it. Containers are
 created with ``network_mode=none``, a memory limit equal to the swap limit, a pids limit,
 a read-only root, a size-capped ``/tmp`` tmpfs, all capabilities dropped,
-``no-new-privileges``, an init (which reaps orphans), and the session workdir, a
+``no-new-privileges``, the engine's seccomp profile without user namespaces, an init (which reaps orphans), and the session workdir, a
 size-capped tmpfs on the host, bind-mounted at ``/work``; commands run as 65534:65534.
 Per-call limits are applied inside the exec by the same ``ulimit`` launcher as ``bwrap``.
 
@@ -24,6 +24,8 @@ The workdir bind mount means the daemon must run on this host (a unix socket).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import secrets
 import selectors
@@ -32,6 +34,7 @@ import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from gymhub.errors import BackendError
@@ -49,7 +52,7 @@ from gymhub.sandbox.base import (
 )
 from gymhub.sandbox.hostsession import BASE_ENV
 from gymhub.sandbox.process import launcher_argv
-from gymhub.sandbox.workdir import HostWorkdir
+from gymhub.sandbox.workdir import HostWorkdir, base_dir
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox", "DockerSession", "find_docker_host"]
 
@@ -59,15 +62,53 @@ _SOCKETS = ("/run/gymhub-podman.sock", "/run/podman/podman.sock", "/var/run/dock
 _SIGXCPU = 24
 
 # Runs the command under the launcher's rlimits, then kills every process of the sandbox
-# user that is left (daemons; repeated until none is, so a fork bomb cannot outrun it), appends a trailer to stderr: a nonce,
+# user that is left (daemons; several passes, so a fork bomb at its pids cap cannot
+# outrun it; ``kill -1`` reports success even with nothing to kill, so no loop on it), appends a trailer to stderr: a nonce,
 # the exit status, the container's OOM-kill delta and the children's CPU times.
 _WRAPPER = (
     'M=$1; shift; oom() { n=0; for f in /sys/fs/cgroup/memory/memory.oom_control '
     '/sys/fs/cgroup/memory.events; do [ -r "$f" ] && while read -r k v; do '
     '[ "$k" = oom_kill ] && n=$v; done < "$f"; done; echo "$n"; }; o=$(oom); '
-    '"$@"; rc=$?; while kill -9 -1 2>/dev/null; do :; done; '
+    '"$@"; rc=$?; for i in 1 2 3 4; do kill -9 -1 2>/dev/null; done; '
     'printf "\\n%s %s %s\\n" "$M" "$rc" "$(( $(oom) - o ))" >&2; times >&2; exit $rc'
 )
+
+
+_CLONE_NEWUSER = 0x10000000
+_NO_NEWUSER = [{"index": 0, "value": _CLONE_NEWUSER, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]
+
+
+def seccomp_profile() -> dict[str, Any]:
+    """The engine's default seccomp profile, minus user-namespace creation.
+
+    Docker's and Podman's defaults allow ``unshare(CLONE_NEWUSER)`` (an unprivileged
+    user can always make a user namespace, and gain capabilities inside it). This keeps
+    the default allowlist (from ``/usr/share/containers/seccomp.json`` when present, else
+    allow-all) and only allows ``clone``/``unshare`` without ``CLONE_NEWUSER``; ``clone3``
+    (whose flags seccomp cannot inspect) fails with ENOSYS, so libc falls back to ``clone``.
+    """
+    base = Path("/usr/share/containers/seccomp.json")
+    try:
+        profile: dict[str, Any] = json.loads(base.read_text())
+    except (OSError, ValueError):
+        profile = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}
+    guarded = {"clone", "clone3", "unshare"}
+    rules = []
+    for rule in profile.get("syscalls", []):
+        if rule.get("action") == "SCMP_ACT_ALLOW":
+            rule = {**rule, "names": [n for n in rule.get("names", []) if n not in guarded]}
+        rules.append(rule)
+    rules += [
+        {"names": ["clone", "unshare"], "action": "SCMP_ACT_ALLOW", "args": _NO_NEWUSER},
+        {"names": ["clone", "unshare"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+         "args": [{**_NO_NEWUSER[0], "valueTwo": _CLONE_NEWUSER}]},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+    ]
+    profile["syscalls"] = rules
+    return profile
+
+
+_KILL_ALL = "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"
 
 
 def find_docker_host() -> str | None:
@@ -138,11 +179,29 @@ class DockerSandbox(Sandbox):
         except Exception as exc:
             raise BackendError(f"Docker API at {url} unusable: {exc}") from exc
         self.api = self.client.api
+        self._seccomp = self._seccomp_option()
         self.pool_size = pool_size
         self.max_uses = max_uses
         self._pool: list[_Box] = []
         self._lock = threading.Lock()
         self._closed = False
+
+    def _seccomp_option(self) -> str:
+        """``seccomp=...``: Podman's API wants a path on its host, Docker's the JSON itself."""
+        text = json.dumps(seccomp_profile(), sort_keys=True)
+        try:
+            components = self.client.version().get("Components") or []
+            podman = any("podman" in str(c.get("Name", "")).lower() for c in components)
+        except Exception:
+            podman = False
+        if not podman:
+            return "seccomp=" + text
+        path = base_dir() / f"seccomp-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+        return f"seccomp={path}"
 
     @classmethod
     def available(cls) -> bool:
@@ -176,7 +235,7 @@ class DockerSandbox(Sandbox):
                 pids_limit=limits.pids, read_only=True,
                 tmpfs={"/tmp": f"size={limits.tmp_mb}m,mode=1777,nosuid,nodev"},
                 volumes={str(workdir.path): {"bind": WORKDIR, "mode": "rw"}},
-                working_dir=WORKDIR, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                working_dir=WORKDIR, cap_drop=["ALL"], security_opt=["no-new-privileges", self._seccomp],
                 # Podman adds its own RLIMIT_NPROC (which runc fails to set) unless told.
                 ulimits=[ul(name="nproc", soft=4096, hard=4096),
                          ul(name="nofile", soft=limits.open_files, hard=limits.open_files),
@@ -225,8 +284,9 @@ class DockerSandbox(Sandbox):
                   and box.uses < self.max_uses and len(self._pool) < self.pool_size)
         if pooled:
             try:
-                self.exec_simple(box, ["sh", "-c", "kill -9 -1; rm -rf /tmp/* /tmp/.[!.]* "
-                                       "/dev/shm/* 2>/dev/null; exit 0"], user="0")
+                # As the sandbox user: root could kill the container's own sleep.
+                self.exec_simple(box, ["sh", "-c", "kill -9 -1; kill -9 -1; rm -rf /tmp/* "
+                                       "/tmp/.[!.]* /dev/shm/* 2>/dev/null; exit 0"])
                 box.workdir.clear()
             except Exception:
                 pooled = False
@@ -342,6 +402,13 @@ class _Exec:
         self.nonce = "gymhub-trailer-" + secrets.token_hex(8)
 
     def _kill_all(self) -> None:
+        # Fast path: an exec that kills every sandbox-user process. It cannot start when a
+        # fork bomb holds every pid; then the container is replaced (slow but certain).
+        try:
+            if self.sandbox.exec_simple(self.box, ["sh", "-c", _KILL_ALL]) == 0:
+                return
+        except Exception:
+            pass
         self.sandbox.restart(self.box, _box_limits(self.box, self.limits))
 
     def run(self, argv: list[str], stdin: bytes, env: Mapping[str, str]) -> dict[str, Any]:

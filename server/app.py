@@ -25,12 +25,12 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gymhub.envs import Registry, registry as default_registry
+from gymhub.envs import Registry
+from gymhub.envs import registry as default_registry
 from gymhub.errors import GymhubError
 
 from .episodes import EpisodeManager
 from .errors import (
-    STATUS,
     InvalidRequest,
     PayloadTooLarge,
     ReferenceDisabled,

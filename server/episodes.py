@@ -26,21 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import secrets
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gymhub.envs import Registry, TextEnv
 from gymhub.errors import ConfigError, EpisodeFinished, GymhubError, TaskNotFound
-from gymhub.types import Score
+from gymhub.types import Message, Score
 
+from .catalog import Catalog
 from .errors import (
     AtCapacity,
     DeadlineExceeded,
@@ -51,6 +51,7 @@ from .errors import (
 )
 from .metrics import Metrics
 from .wire import dumps, jsonable
+from .workers import Workers
 
 __all__ = ["Episode", "EpisodeManager"]
 
@@ -87,14 +88,6 @@ class Episode:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-class _Probe:
-    """An environment instance kept for listings, gold answers and verification."""
-
-    def __init__(self, env: TextEnv) -> None:
-        self.env = env
-        self.lock = threading.Lock()
-
-
 class EpisodeManager:
     """Holds and drives the episodes of one server process.
 
@@ -103,7 +96,8 @@ class EpisodeManager:
         env_ids: the environments this server serves (validated now: unknown ids raise
             :class:`~gymhub.errors.EnvNotFound` with suggestions).
         max_episodes: cap on live episodes; creations beyond it get :class:`AtCapacity`.
-        ttl_s: idle seconds after which a live episode is reaped (``None`` disables).
+        ttl_s: idle seconds after which a live episode is reaped (``None`` disables;
+            records of finished episodes are still dropped after ``min(ttl_s, 60)`` s).
         step_timeout_s: deadline for one reset or step, queueing in the pool included.
         workers: threads running environment code.
         retry_after_s: what a capacity refusal tells the client to wait.
@@ -146,16 +140,12 @@ class EpisodeManager:
         self.episodes: dict[str, Episode] = {}
         self.live = 0  # live environments, including creations in progress
         self.draining = False
-        self._probes: dict[str, _Probe] = {}
-        self._infos: list[dict[str, Any]] = []
+        self.catalog = Catalog(registry)
         self._free: dict[str, list[TextEnv]] = {i: [] for i in self.specs}
         self._tombstones: OrderedDict[str, str] = OrderedDict()
         self._creating: dict[str, asyncio.Future[bytes]] = {}
         self._requests: dict[str, Episode] = {}  # request_id -> episode, for idempotent create
-        self._inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._executor: ThreadPoolExecutor | None = None
+        self.pool = Workers(workers, step_timeout_s)
         self._reaper: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -165,50 +155,46 @@ class EpisodeManager:
         Called by the app's lifespan. Hosts that skip the lifespan (some test clients)
         still work: the first request starts the manager (see :meth:`_ensure_started`).
         """
-        if self._executor is not None or self.draining:
+        if self.pool.running:
             return
-        executor = ThreadPoolExecutor(self.workers, thread_name_prefix="gymhub-env")
-        loop = asyncio.get_running_loop()
+        if self.draining:  # started again after a drain: an in-process restart, clean state
+            self.draining = False
+            self.catalog.clear()
+            self._reaper = None
+        self.pool.start()
         for env_id in self.specs:
-            if env_id not in self._probes:
-                probe = await loop.run_in_executor(executor, self._build, env_id)
-                self._add_probe(env_id, probe)
-        self._executor = executor
-        if self.ttl_s is not None and self._reaper is None:
+            if env_id not in self.catalog:
+                probe = await self.pool.run(functools.partial(self._build, env_id))
+                self.catalog.add(self.specs[env_id], probe)
+        if self._reaper is None:  # also drops finished episodes' records
             self._reaper = asyncio.create_task(self._reap_loop())
 
-    def _ensure_started(self) -> ThreadPoolExecutor:
-        if self._executor is None:
+    def _ensure_started(self) -> None:
+        if not self.pool.running:
             if self.draining:
                 raise ServerDraining("the server is shutting down",
                                      retry_after=self.retry_after_s)
             for env_id in self.specs:
-                if env_id not in self._probes:
-                    self._add_probe(env_id, self._build(env_id))
-            self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="gymhub-env")
-            if self.ttl_s is not None and self._reaper is None:
+                if env_id not in self.catalog:
+                    self.catalog.add(self.specs[env_id], self._build(env_id))
+            self.pool.start()
+            if self._reaper is None:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap_loop())
-        return self._executor
-
-    def _add_probe(self, env_id: str, env: TextEnv) -> None:
-        self._probes[env_id] = _Probe(env)
-        self._infos.append(self._describe(env_id, env))
 
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Stop accepting work, let in-flight calls finish, then close every episode.
 
         Safe to call twice (an embedding application and the lifespan may both call it).
         """
-        if self.draining and self._executor is None:
+        if self.draining and not self.pool.running:
             return
-        import traceback; traceback.print_stack()  # DEBUG
         self.draining = True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        await self.pool.wait_idle(timeout_s)
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
+            self._reaper = None
         envs: list[tuple[str, TextEnv]] = []
         for ep in list(self.episodes.values()):
             if ep.env is not None:
@@ -219,13 +205,9 @@ class EpisodeManager:
             envs.extend(("", e) for e in free)
             free.clear()
         closed_episodes = len(envs)
-        envs.extend(("", p.env) for p in self._probes.values())
-        if self._executor is not None:
-            loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(self._executor, _close_quietly, e)
-                                   for _, e in envs))
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        envs.extend(("", e) for e in self.catalog.envs())
+        await self.pool.close_all([e for _, e in envs])
+        self.pool.shutdown()
         self.live = 0
         log.info("drained: closed %d open episode(s) and every idle environment", closed_episodes)
 
@@ -233,7 +215,23 @@ class EpisodeManager:
     def env_infos(self) -> list[dict[str, Any]]:
         """What ``GET /v1/envs`` lists."""
         self._ensure_started()
-        return self._infos
+        return self.catalog.infos()
+
+    async def tasks(self, env_id: str, offset: int, limit: int) -> dict[str, Any]:
+        """Task ids and tags of an environment (never gold answers)."""
+        self._ensure_started()
+        return self.catalog.tasks(env_id, offset, limit)
+
+    async def verifier_cases(self, env_id: str, task_id: str) -> list[dict[str, Any]]:
+        """The environment's golden verifier cases for one task."""
+        self._ensure_started()
+        return await self.pool.run(functools.partial(self.catalog.cases, env_id, task_id))
+
+    async def verify(self, env_id: str, task_id: str, submission: Any) -> dict[str, Any]:
+        """Score a submission for a task outside any episode."""
+        self._ensure_started()
+        return await self.pool.run(
+            functools.partial(self.catalog.verify, env_id, task_id, submission))
 
     def get(self, episode_id: str) -> Episode:
         """The episode, or :class:`EpisodeNotFound` saying why it is gone."""
@@ -277,7 +275,8 @@ class EpisodeManager:
         if self.live >= self.max_episodes:
             self.metrics.capacity_rejections.inc()
             raise AtCapacity(f"the server holds its maximum of {self.max_episodes} episodes; "
-                             "retry later or close finished episodes", retry_after=self.retry_after_s)
+                             "retry later or close finished episodes",
+                             retry_after=self.retry_after_s)
         self.live += 1
         waiter: asyncio.Future[bytes] | None = None
         if request_id is not None:
@@ -360,42 +359,8 @@ class EpisodeManager:
             if env is None:
                 raise EpisodeFinished(f"episode {episode_id} has ended")
             ep.last_used = time.monotonic()
-            message = await self._run(env, env.gold_action)
+            message: Message = await self._run(env, env.gold_action)
             return message.to_dict()
-
-    async def tasks(self, env_id: str, offset: int, limit: int) -> dict[str, Any]:
-        """Task ids and tags of an environment (never prompts' answers)."""
-        env = self._probe(env_id).env
-        chosen = env.tasks[offset:offset + limit]
-        return {"total": len(env.tasks),
-                "tasks": [{"id": t.id, "meta": jsonable(dict(t.meta))} for t in chosen]}
-
-    async def verifier_cases(self, env_id: str, task_id: str) -> list[dict[str, Any]]:
-        """The environment's golden verifier cases for one task."""
-        probe = self._probe(env_id)
-
-        def work() -> list[dict[str, Any]]:
-            with probe.lock:
-                task = probe.env.task_by_id(task_id)
-                return [{"submission": jsonable(c.submission), "expect": c.expect,
-                         "note": c.note} for c in probe.env.verifier_cases(task)]
-
-        return await self._run(probe.env, work)
-
-    async def verify(self, env_id: str, task_id: str, submission: Any) -> dict[str, Any]:
-        """Score a submission for a task outside any episode."""
-        probe = self._probe(env_id)
-
-        def work() -> dict[str, Any]:
-            with probe.lock:
-                task = probe.env.task_by_id(task_id)
-                try:
-                    score = probe.env.verify(submission, task)
-                except NotImplementedError as exc:
-                    raise ConfigError(str(exc)) from exc
-                return score.to_dict()
-
-        return await self._run(probe.env, work)
 
     def reap(self, now: float | None = None) -> int:
         """Close episodes idle past their TTL; returns how many were reaped."""
@@ -414,26 +379,8 @@ class EpisodeManager:
         return reaped
 
     # ------------------------------------------------------------------ internals
-    def _probe(self, env_id: str) -> _Probe:
-        self._ensure_started()
-        probe = self._probes.get(env_id)
-        if probe is None:
-            self.registry.spec(env_id)
-            raise ConfigError(f"environment {env_id!r} is not served here")
-        return probe
-
     def _build(self, env_id: str) -> TextEnv:
         return self.specs[env_id].make(**self.env_kwargs.get(env_id, {}))
-
-    def _describe(self, env_id: str, env: TextEnv) -> dict[str, Any]:
-        spec = self.specs[env_id]
-        verifier_id = getattr(getattr(env, "verifier", None), "id", "")
-        return {
-            "id": env_id, "description": spec.description, "verifier": spec.verifier,
-            "verifier_id": verifier_id if isinstance(verifier_id, str) else "",
-            "tags": list(spec.tags), "max_turns": getattr(env, "max_turns", spec.max_turns),
-            "task_count": len(env.tasks), "tools": [t.to_dict() for t in env.tool_specs()],
-        }
 
     async def _create(self, env_id: str, seed: int | None, task_id: str | None,
                       options: Mapping[str, Any] | None, request_id: str | None) -> bytes:
@@ -470,7 +417,8 @@ class EpisodeManager:
             log.exception("environment %s crashed in reset", env_id)
             if holder:
                 self._dispose(holder[0])
-            raise EnvCrashed(f"the environment raised {type(exc).__name__} in reset: {exc}") from exc
+            raise EnvCrashed(
+                f"the environment raised {type(exc).__name__} in reset: {exc}") from exc
         ep = Episode(episode_id, env_id, holder[0], created_reply=reply, request_id=request_id)
         self.episodes[episode_id] = ep
         if request_id is not None:
@@ -479,29 +427,9 @@ class EpisodeManager:
         return reply
 
     async def _run(self, env: TextEnv | None, fn: Callable[[], T]) -> T:
-        """Run blocking ``fn`` in the pool under the step deadline.
-
-        On a timeout the worker cannot be interrupted; ``env`` is closed as soon as the
-        stuck call returns, so its resources are still released.
-        """
-        executor = self._ensure_started()
-        self._inflight += 1
-        self._idle.clear()
-        cfut: Future[T] = executor.submit(fn)
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(cfut)),
-                                          self.step_timeout_s)
-        except TimeoutError:
-            cfut.cancel()
-            if env is not None:
-                cfut.add_done_callback(lambda _f: _close_quietly(env))
-            raise DeadlineExceeded(
-                f"the environment did not answer within {self.step_timeout_s:g} s; "
-                "the episode was closed") from None
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+        """Run blocking ``fn`` in the pool; on a timeout ``env`` is closed when it returns."""
+        self._ensure_started()
+        return await self.pool.run(fn, on_timeout=env)
 
     def _release(self, ep: Episode, *, recycle: bool) -> None:
         """Detach the environment of an ended episode; the record stays for replays."""
@@ -522,10 +450,7 @@ class EpisodeManager:
             self._dispose(env)
 
     def _dispose(self, env: TextEnv) -> None:
-        if self._executor is not None and not self.draining:
-            self._executor.submit(_close_quietly, env)
-        else:
-            _close_quietly(env)
+        self.pool.close_later(env)
 
     def _abandon(self, ep: Episode, reason: str | None, why: str) -> None:
         """Close an episode that did not end normally and forget it."""
@@ -556,8 +481,7 @@ class EpisodeManager:
         self.metrics.episodes_finished.labels(env_id, reason).inc()
 
     async def _reap_loop(self) -> None:
-        assert self.ttl_s is not None
-        interval = max(0.05, min(self.ttl_s / 4, 30.0))
+        interval = max(0.05, min((self.ttl_s or self.finished_ttl_s) / 4, 30.0))
         while True:
             await asyncio.sleep(interval)
             try:
@@ -579,15 +503,9 @@ def _step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]
     body = {
         "seq": seq, "observation": [m.to_dict() for m in obs], "reward": reward,
         "terminated": bool(terminated), "truncated": bool(truncated),
-        "info": jsonable({k: v for k, v in info.items() if k != "score" or not isinstance(v, Score)}),
+        "info": jsonable({k: v for k, v in info.items()
+                          if k != "score" or not isinstance(v, Score)}),
         "score": score.to_dict() if isinstance(score, Score) else None,
     }
     ended = "terminated" if terminated else "truncated" if truncated else None
     return dumps(body), ended
-
-
-def _close_quietly(env: TextEnv) -> None:
-    try:
-        env.close()
-    except Exception:
-        log.exception("closing an environment failed")

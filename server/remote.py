@@ -13,6 +13,7 @@ server started with its reference endpoints on, the default).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -174,7 +175,7 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
             self.last_score = score if isinstance(score, Score) else None
         return result.as_tuple()
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         """The transcript so far, as text (``render_mode="ansi"``)."""
         if self.render_mode != "ansi":
             return None
@@ -219,10 +220,9 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         if self.episode_id is not None:
             episode_id, self.episode_id = self.episode_id, None
             self.done = True
-            try:
+            # best effort: the server's TTL reaper is the backstop
+            with contextlib.suppress(Exception):
                 self.client.close_episode(episode_id, missing_ok=True)
-            except Exception:  # best effort: the server's TTL reaper is the backstop
-                pass
 
     def __repr__(self) -> str:
         return f"RemoteEnv({self.client.config.base_url!r}, {self.env_id!r})"

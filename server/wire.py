@@ -240,6 +240,6 @@ def dumps(value: Any) -> bytes:
     """Serialise for the wire.
 
     ``ensure_ascii`` is on so that a lone surrogate an agent smuggled into a message
-    travels as a ``\\udcff`` escape instead of making the UTF-8 encoder raise.
+    travels as an ASCII escape instead of making the UTF-8 encoder raise.
     """
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()

@@ -47,7 +47,10 @@ STD_EPS = 1e-4
 
 
 def trajectory_return(
-    score: float, turn_rewards: Sequence[float] = (), *, use_turn_rewards: bool = False,
+    score: float,
+    turn_rewards: Sequence[float] = (),
+    *,
+    use_turn_rewards: bool = False,
     discount: float = 1.0,
 ) -> float:
     """The scalar return of one trajectory.
@@ -176,8 +179,12 @@ def compute_advantages(
             adv[i] = 0.0
     if valid_values:
         mean = sum(valid_values) / len(valid_values)
-        res.stats = {"return_mean": mean, "return_std": batch_std,
-                     "return_max": max(valid_values), "return_min": min(valid_values)}
+        res.stats = {
+            "return_mean": mean,
+            "return_std": batch_std,
+            "return_max": max(valid_values),
+            "return_min": min(valid_values),
+        }
     return res
 
 

@@ -33,8 +33,9 @@ class EpisodeStart:
 class EpisodeBackend(Protocol):
     """Creates, steps and closes episodes (in-process or over HTTP)."""
 
-    async def create(self, env_id: str, *, task_id: str | None = None,
-                     seed: int | None = None) -> EpisodeStart:
+    async def create(
+        self, env_id: str, *, task_id: str | None = None, seed: int | None = None
+    ) -> EpisodeStart:
         """Start an episode of ``env_id`` on a task."""
         ...
 
@@ -59,8 +60,11 @@ class InProcessBackend:
         factory: builds an environment from an id (defaults to ``gymhub.envs.make``).
     """
 
-    def __init__(self, env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-                 factory: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+        factory: Callable[..., Any] | None = None,
+    ) -> None:
         if factory is None:
             from gymhub.envs import make
 
@@ -74,9 +78,11 @@ class InProcessBackend:
     def _make(self, env_id: str) -> Any:
         return self._factory(env_id, **self._kwargs.get(env_id, {}))
 
-    async def create(self, env_id: str, *, task_id: str | None = None,
-                     seed: int | None = None) -> EpisodeStart:
+    async def create(
+        self, env_id: str, *, task_id: str | None = None, seed: int | None = None
+    ) -> EpisodeStart:
         """Make an environment and reset it."""
+
         def _start() -> tuple[Any, list[Message], dict[str, Any]]:
             env = self._make(env_id)
             options = {"task_id": task_id} if task_id is not None else None
@@ -126,8 +132,9 @@ class RemoteBackend:
     def __init__(self, client: Any) -> None:
         self.client = client
 
-    async def create(self, env_id: str, *, task_id: str | None = None,
-                     seed: int | None = None) -> EpisodeStart:
+    async def create(
+        self, env_id: str, *, task_id: str | None = None, seed: int | None = None
+    ) -> EpisodeStart:
         """Create a remote episode."""
         out = await self.client.create_episode(env_id, seed=seed, task_id=task_id)
         data = out if isinstance(out, Mapping) else vars(out)
@@ -147,8 +154,9 @@ class RemoteBackend:
             from gymhub.types import Score
 
             info["score"] = Score.from_dict(score)
-        return StepResult(obs, float(data["reward"]), bool(data["terminated"]),
-                          bool(data["truncated"]), info)
+        return StepResult(
+            obs, float(data["reward"]), bool(data["terminated"]), bool(data["truncated"]), info
+        )
 
     async def close(self, episode_id: str) -> None:
         """Close a remote episode."""

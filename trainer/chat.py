@@ -19,6 +19,7 @@ render of its messages and reports the first position where they part.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +53,12 @@ class Drift:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"ok": self.ok, "position": self.position,
-                "episode_tokens": self.episode_tokens, "render_tokens": self.render_tokens}
+        return {
+            "ok": self.ok,
+            "position": self.position,
+            "episode_tokens": self.episode_tokens,
+            "render_tokens": self.render_tokens,
+        }
 
 
 class ChatRenderer:
@@ -71,16 +76,23 @@ class ChatRenderer:
             raise TemplateError("the tokenizer has no eos token; pass end_of_turn_id")
         self.end_of_turn_id = int(eot)
 
-    def _render(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None,
-                generation_prompt: bool) -> list[int]:
+    def _render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] | None,
+        generation_prompt: bool,
+    ) -> list[int]:
         text = self.tokenizer.apply_chat_template(
-            [m.to_dict() for m in messages], tools=list(tools) if tools else None,
-            tokenize=False, add_generation_prompt=generation_prompt,
+            [m.to_dict() for m in messages],
+            tools=list(tools) if tools else None,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
         )
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def prompt_ids(self, messages: Sequence[Message],
-                   tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+    def prompt_ids(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[int]:
         """The opening messages with the assistant generation prompt."""
         return self._render(messages, tools, True)
 
@@ -90,8 +102,9 @@ class ChatRenderer:
                 return i + 1
         raise TemplateError("the rendered base conversation has no end-of-turn token")
 
-    def observation_ids(self, observation: Sequence[Message],
-                        tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+    def observation_ids(
+        self, observation: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[int]:
         """The template's tokens for ``observation`` plus the next generation prompt.
 
         Raises:
@@ -102,22 +115,26 @@ class ChatRenderer:
         cut = self._cut(base)
         full = self._render([*_BASE, *observation], tools, True)
         if full[:cut] != base[:cut]:
-            raise TemplateError("the chat template is not prefix-preserving: appending "
-                                "messages changed how earlier ones render")
+            raise TemplateError(
+                "the chat template is not prefix-preserving: appending "
+                "messages changed how earlier ones render"
+            )
         return full[cut:]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of generated ids, special tokens kept (they are part of the content)."""
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
 
-    def drift(self, ids: Sequence[int], messages: Sequence[Message],
-              tools: Sequence[dict[str, Any]] | None = None) -> Drift:
+    def drift(
+        self,
+        ids: Sequence[int],
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> Drift:
         """Compare ``ids`` with a full render of ``messages`` (see the module docstring)."""
         full = self._render(messages, tools, False)
-        try:
+        with contextlib.suppress(TemplateError):  # no end-of-turn: compare the whole render
             full = full[: self._cut(full)]
-        except TemplateError:
-            pass
         n = min(len(ids), len(full))
         pos = next((i for i in range(n) if ids[i] != full[i]), None)
         if pos is None and len(ids) != len(full):

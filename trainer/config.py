@@ -27,9 +27,7 @@ __all__ = ["GRPOConfig", "describe", "load_config", "parse_overrides"]
 
 
 def _f(default: Any, doc: str) -> Any:
-    """A dataclass field with its documentation; mutable defaults are copied."""
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"doc": doc})
+    """A dataclass field with an immutable default and its documentation."""
     return field(default=default, metadata={"doc": doc})
 
 
@@ -38,34 +36,65 @@ class GRPOConfig:
     """Configuration of one GRPO run. Defaults are a small, safe CPU run."""
 
     # --- model and engine
-    model: str = _f("", "Path of a local transformers model directory (config, weights, tokenizer).")
+    model: str = _f(
+        "", "Path of a local transformers model directory (config, weights, tokenizer)."
+    )
     tokenizer: str | None = _f(None, "Tokenizer directory when it differs from `model`.")
     engine: Literal["transformers", "vllm", "vllm-server"] = _f(
-        "transformers", "Generation engine: in-process transformers, colocated vLLM, or a vLLM server.")
-    engine_url: str | None = _f(None, "Base URL of the vLLM OpenAI-compatible server (engine=vllm-server).")
-    vllm_gpu_memory_utilization: float = _f(0.3, "Fraction of GPU memory vLLM may take (colocated).")
-    vllm_enforce_eager: bool = _f(True, "Disable CUDA graphs in vLLM (stable weight updates, less memory).")
-    vllm_enable_prefix_caching: bool = _f(True, "Reuse KV cache across turns of an episode in vLLM.")
+        "transformers",
+        "Generation engine: in-process transformers, colocated vLLM, or a vLLM server.",
+    )
+    engine_url: str | None = _f(
+        None, "Base URL of the vLLM OpenAI-compatible server (engine=vllm-server)."
+    )
+    vllm_gpu_memory_utilization: float = _f(
+        0.3, "Fraction of GPU memory vLLM may take (colocated)."
+    )
+    vllm_enforce_eager: bool = _f(
+        True, "Disable CUDA graphs in vLLM (stable weight updates, less memory)."
+    )
+    vllm_enable_prefix_caching: bool = _f(
+        True, "Reuse KV cache across turns of an episode in vLLM."
+    )
     vllm_enable_sleep_mode: bool = _f(False, "Free vLLM's memory while the trainer updates.")
     # --- environments
-    env_ids: list[str] = _f(["echo-v0"], "Environment ids to train on; tasks are drawn from all of them.")
-    env_urls: list[str] = _f([], "Environment server URLs; empty runs the environments in-process.")
+    env_ids: list[str] = field(
+        default_factory=lambda: ["echo-v0"],
+        metadata={"doc": "Environment ids to train on; tasks are drawn from all of them."},
+    )
+    env_urls: list[str] = field(
+        default_factory=list,
+        metadata={"doc": "Environment server URLs; empty runs the environments in-process."},
+    )
     tool_parser: Literal["hermes", "json", "tags"] = _f(
-        "hermes", "How tool calls are read from the model's text (see trainer.parsers).")
-    tag_tools: dict[str, str] = _f(
-        {}, "For tool_parser=tags: tag -> tool name (e.g. {sql = 'query', submit = 'submit'}).")
+        "hermes", "How tool calls are read from the model's text (see trainer.parsers)."
+    )
+    tag_tools: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "For tool_parser=tags: tag -> 'tool' or 'tool:argument' "
+            "(e.g. {sql = 'query:sql', submit = 'submit:answer'})."
+        },
+    )
     eval_tasks: int = _f(0, "Tasks per environment held out for evaluation (never trained on).")
     # --- sampling and budgets
     group_size: int = _f(4, "G: episodes per task; they share the GRPO baseline.")
-    tasks_per_step: int = _f(2, "Tasks per step; a step trains on tasks_per_step * group_size episodes.")
+    tasks_per_step: int = _f(
+        2, "Tasks per step; a step trains on tasks_per_step * group_size episodes."
+    )
     max_steps: int = _f(10, "Training steps (one rollout batch and its updates each).")
     max_turns: int = _f(4, "Assistant turns per episode before it is truncated.")
     max_tokens_per_turn: int = _f(64, "Tokens the model may generate in one turn.")
     max_tokens_per_episode: int = _f(256, "Tokens the model may generate over a whole episode.")
-    max_context_tokens: int = _f(2048, "Total episode length (prompt + all turns) before truncation.")
+    max_context_tokens: int = _f(
+        2048, "Total episode length (prompt + all turns) before truncation."
+    )
     temperature: float = _f(1.0, "Sampling temperature (also divides the trainer's logits).")
     top_p: float = _f(1.0, "Nucleus sampling threshold.")
-    stop: list[str] = _f([], "Extra stop strings (end-of-turn token always stops).")
+    stop: list[str] = field(
+        default_factory=list,
+        metadata={"doc": "Extra stop strings (the end-of-turn token always stops)."},
+    )
     max_concurrent_episodes: int = _f(64, "Episodes in flight at once.")
     # --- optimisation
     learning_rate: float = _f(1e-5, "Peak AdamW learning rate.")
@@ -75,16 +104,22 @@ class GRPOConfig:
     max_grad_norm: float = _f(1.0, "Gradient clipping norm; 0 disables.")
     micro_batch_size: int = _f(4, "Trajectories per forward/backward pass.")
     gradient_accumulation_steps: int = _f(
-        0, "Micro-batches per optimizer step; 0 = the whole rollout batch in one update.")
+        0, "Micro-batches per optimizer step; 0 = the whole rollout batch in one update."
+    )
     # --- loss (see trainer.losses)
     loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = _f("dapo", "Loss aggregation.")
     importance_sampling_level: Literal["token", "sequence"] = _f(
-        "token", "Importance ratio per token, or per sequence (GSPO).")
+        "token", "Importance ratio per token, or per sequence (GSPO)."
+    )
     epsilon_low: float = _f(0.2, "Lower clip: ratios below 1 - epsilon_low stop the gradient.")
     epsilon_high: float = _f(0.28, "Upper clip (DAPO clip-higher).")
-    delta: float | None = _f(None, "Two-sided bound on the ratio for negative advantages (INTELLECT-2).")
+    delta: float | None = _f(
+        None, "Two-sided bound on the ratio for negative advantages (INTELLECT-2)."
+    )
     beta: float = _f(0.0, "Weight of the k3 KL to the reference model; 0 loads no reference.")
-    tis_cap: float | None = _f(None, "Cap of the truncated importance weight engine -> trainer; None = off.")
+    tis_cap: float | None = _f(
+        None, "Cap of the truncated importance weight engine -> trainer; None = off."
+    )
     # --- credit assignment (see trainer.advantages)
     reward_scaling: Literal["group", "batch", "none"] = _f("group", "Std used to scale advantages.")
     dynamic_sampling: bool = _f(False, "Drop zero-variance groups from the loss (DAPO).")
@@ -96,9 +131,18 @@ class GRPOConfig:
     lora_r: int = _f(16, "LoRA rank (size of the low-rank update).")
     lora_alpha: int = _f(32, "LoRA alpha (the update is scaled by alpha / r).")
     lora_dropout: float = _f(0.0, "LoRA dropout (0 keeps rollouts and updates consistent).")
-    lora_target_modules: list[str] = _f(
-        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        "Module names that get LoRA adapters.")
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ],
+        metadata={"doc": "Module names that get LoRA adapters."},
+    )
     bf16: bool = _f(False, "Load and train the model in bfloat16.")
     gradient_checkpointing: bool = _f(False, "Recompute activations in backward to save memory.")
     # --- bookkeeping
@@ -109,7 +153,8 @@ class GRPOConfig:
     resume: str | None = _f(None, "Checkpoint directory to resume from, or 'latest'.")
     save_trajectories: bool = _f(True, "Write every trajectory to trajectories.jsonl.")
     drift_check: Literal["off", "warn", "strict"] = _f(
-        "warn", "Compare each episode's ids with a full render: report, raise, or skip.")
+        "warn", "Compare each episode's ids with a full render: report, raise, or skip."
+    )
     progress: bool = _f(True, "Show a progress line on stderr.")
 
     def __post_init__(self) -> None:
@@ -127,15 +172,33 @@ class GRPOConfig:
             allowed = _literal_values(hints[f.name])
             if allowed and value not in allowed:
                 raise ConfigError(f"{f.name} must be one of {list(allowed)}, got {value!r}")
-        positive = ("group_size", "tasks_per_step", "max_turns", "max_tokens_per_turn",
-                    "max_tokens_per_episode", "max_context_tokens", "micro_batch_size",
-                    "max_concurrent_episodes", "lora_r")
+        positive = (
+            "group_size",
+            "tasks_per_step",
+            "max_turns",
+            "max_tokens_per_turn",
+            "max_tokens_per_episode",
+            "max_context_tokens",
+            "micro_batch_size",
+            "max_concurrent_episodes",
+            "lora_r",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        nonneg = ("max_steps", "warmup_steps", "gradient_accumulation_steps",
-                  "checkpoint_interval", "eval_interval", "eval_tasks", "beta", "weight_decay",
-                  "max_grad_norm", "epsilon_low", "epsilon_high")
+        nonneg = (
+            "max_steps",
+            "warmup_steps",
+            "gradient_accumulation_steps",
+            "checkpoint_interval",
+            "eval_interval",
+            "eval_tasks",
+            "beta",
+            "weight_decay",
+            "max_grad_norm",
+            "epsilon_low",
+            "epsilon_high",
+        )
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -221,7 +284,9 @@ def _check_type(name: str, value: Any, tp: Any) -> Any:
     bad = ConfigError(f"{name} expects {_type_name(tp)}, got {value!r}")
     if _literal_values(inner):
         if value not in _literal_values(inner):
-            raise ConfigError(f"{name} must be one of {list(_literal_values(inner))}, got {value!r}")
+            raise ConfigError(
+                f"{name} must be one of {list(_literal_values(inner))}, got {value!r}"
+            )
         return value
     if inner is bool:
         if not isinstance(value, bool):
@@ -357,7 +422,10 @@ def describe() -> str:
     hints = _hints()
     lines = []
     for f in dataclasses.fields(GRPOConfig):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        lines.append(f"  --{f.name.replace('_', '-')} ({_type_name(hints[f.name])}, "
-                     f"default {default!r})\n      {f.metadata['doc']}")
+        factory: Any = f.default_factory
+        default = f.default if f.default is not dataclasses.MISSING else factory()
+        lines.append(
+            f"  --{f.name.replace('_', '-')} ({_type_name(hints[f.name])}, "
+            f"default {default!r})\n      {f.metadata['doc']}"
+        )
     return "\n".join(lines)

@@ -173,7 +173,9 @@ def policy_loss(
             f"{tuple(logp.shape)}, {tuple(old_logp.shape)}, {tuple(mask.shape)}"
         )
     if advantages.shape != logp.shape[:1]:
-        raise ValueError(f"advantages must be [batch]={logp.shape[0]}, got {tuple(advantages.shape)}")
+        raise ValueError(
+            f"advantages must be [batch]={logp.shape[0]}, got {tuple(advantages.shape)}"
+        )
     if beta > 0 and ref_logp is None:
         raise ValueError("beta > 0 needs ref_logp")
     if loss_type == "dr_grpo" and not max_completion_length:
@@ -244,7 +246,9 @@ def _metrics(
         dlt = 0.0
         if delta is not None:
             dlt = ((ratio > delta) & (a < 0) & m).sum().item() / denom
-        ratio_mean = (torch.where(m, ratio, torch.zeros_like(ratio)).sum().item() / denom) if n else 1.0
+        ratio_mean = (
+            (torch.where(m, ratio, torch.zeros_like(ratio)).sum().item() / denom) if n else 1.0
+        )
         kl_mean = (kl.sum().item() / denom) if kl is not None else 0.0
     return {
         "clip_low": float(low),

@@ -96,8 +96,12 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
 class HermesParser:
     """``<tool_call>{json}</tool_call>`` blocks (Hermes, Qwen2.5/3, SmolLM3)."""
 
-    def __init__(self, open_tag: str = "<tool_call>", close_tag: str = "</tool_call>",
-                 max_chars: int = MAX_CHARS) -> None:
+    def __init__(
+        self,
+        open_tag: str = "<tool_call>",
+        close_tag: str = "</tool_call>",
+        max_chars: int = MAX_CHARS,
+    ) -> None:
         self.open_tag, self.close_tag, self.max_chars = open_tag, close_tag, max_chars
 
     def parse(self, text: str) -> ParseResult:
@@ -127,7 +131,9 @@ class HermesParser:
                 return _failure(text, f"tool call {len(calls) + 1}: {exc}")
             pos = end + len(self.close_tag)
         content = "".join(outside).strip()
-        return ParseResult(Message(role="assistant", content=content, tool_calls=tuple(calls) or None))
+        return ParseResult(
+            Message(role="assistant", content=content, tool_calls=tuple(calls) or None)
+        )
 
 
 _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
@@ -162,11 +168,14 @@ class JsonParser:
             calls = tuple(_call_from_obj(o, i) for i, o in enumerate(items))
         except ValueError as exc:
             return _failure(text, str(exc))
-        if fence:
-            rest = text[: fence.start()] + text[fence.end():]
-        else:
-            rest = source[:begin] + source[end:]
-        return ParseResult(Message(role="assistant", content=rest.strip(), tool_calls=calls or None))
+        rest = (
+            (text[: fence.start()] + text[fence.end() :])
+            if fence
+            else (source[:begin] + source[end:])
+        )
+        return ParseResult(
+            Message(role="assistant", content=rest.strip(), tool_calls=calls or None)
+        )
 
 
 class TagParser:
@@ -205,14 +214,16 @@ class TagParser:
             end = text.find(close, m.end())
             if end < 0:
                 return _failure(text, f"unclosed <{tag}> (missing {close})")
-            outside.append(text[pos:m.start()])
+            outside.append(text[pos : m.start()])
             tool, arg = self.routes[tag]
-            body = text[m.end():end].strip()
+            body = text[m.end() : end].strip()
             calls.append(ToolCall(id=f"call_{len(calls)}", name=tool, arguments={arg: body}))
             pos = end + len(close)
         outside.append(text[pos:])
         content = "".join(outside).strip()
-        return ParseResult(Message(role="assistant", content=content, tool_calls=tuple(calls) or None))
+        return ParseResult(
+            Message(role="assistant", content=content, tool_calls=tuple(calls) or None)
+        )
 
 
 def make_parser(kind: str, tags: Mapping[str, str] | None = None) -> ToolCallParser:

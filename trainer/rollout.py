@@ -37,11 +37,18 @@ from .chat import ChatRenderer, Drift
 from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig
 from .parsers import ToolCallParser
 
-__all__ = ["Budgets", "LockstepGenerator", "Trajectory", "run_episode", "run_group_batch",
-           "write_jsonl"]
+__all__ = [
+    "Budgets",
+    "LockstepGenerator",
+    "Trajectory",
+    "run_episode",
+    "run_group_batch",
+    "write_jsonl",
+]
 
-StopReason = Literal["terminated", "env_truncated", "max_turns", "episode_tokens",
-                     "context", "error"]
+StopReason = Literal[
+    "terminated", "env_truncated", "max_turns", "episode_tokens", "context", "error"
+]
 
 
 @dataclass(frozen=True)
@@ -118,13 +125,19 @@ class Trajectory:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready record for trajectories.jsonl."""
         return {
-            "env_id": self.env_id, "task_id": self.task_id, "group": self.group,
-            "index": self.index, "ids": self.ids, "loss_mask": self.loss_mask,
+            "env_id": self.env_id,
+            "task_id": self.task_id,
+            "group": self.group,
+            "index": self.index,
+            "ids": self.ids,
+            "loss_mask": self.loss_mask,
             "logprobs": [round(x, 6) for x in self.logprobs],
             "turn_rewards": self.turn_rewards,
             "score": self.score.to_dict() if self.score is not None else None,
-            "stop_reason": self.stop_reason, "error": self.error,
-            "policy_version": self.policy_version, "turn_versions": self.turn_versions,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "policy_version": self.policy_version,
+            "turn_versions": self.turn_versions,
             "messages": [m.to_dict() for m in self.messages],
             "parse_errors": self.parse_errors,
             "drift": self.drift.to_dict() if self.drift is not None else None,
@@ -167,9 +180,13 @@ class LockstepGenerator:
         self._running = True
         asyncio.get_running_loop().create_task(self._flush(batch))
 
-    async def _flush(self, batch: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]]) -> None:
+    async def _flush(
+        self, batch: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]]
+    ) -> None:
         try:
-            outs = await asyncio.to_thread(self.engine.generate, [b[1] for b in batch], self.sampling)
+            outs = await asyncio.to_thread(
+                self.engine.generate, [b[1] for b in batch], self.sampling
+            )
             self.calls += 1
             for (_, _, fut), out in zip(batch, outs, strict=True):
                 self.generated += len(out.token_ids)
@@ -218,11 +235,15 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
         traj.stop_reason = "max_turns"
         generated = 0
         for turn in range(b.max_turns):
-            budget = min(b.max_tokens_per_turn, b.max_tokens_per_episode - generated,
-                         b.max_context_tokens - len(traj.ids) - 1)
+            budget = min(
+                b.max_tokens_per_turn,
+                b.max_tokens_per_episode - generated,
+                b.max_context_tokens - len(traj.ids) - 1,
+            )
             if budget <= 0:
-                traj.stop_reason = ("episode_tokens" if generated >= b.max_tokens_per_episode
-                                    else "context")
+                traj.stop_reason = (
+                    "episode_tokens" if generated >= b.max_tokens_per_episode else "context"
+                )
                 break
             req = GenerationRequest(traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62))
             comp = await ctx.generator.generate(traj.index, req)
@@ -244,7 +265,9 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
             result = await ctx.backend.step(episode_id, parsed.message)
             score = result.info.get("score")
             final = result.terminated or result.truncated
-            traj.turn_rewards.append(_shaping(result.reward, score if isinstance(score, Score) else None, final))
+            traj.turn_rewards.append(
+                _shaping(result.reward, score if isinstance(score, Score) else None, final)
+            )
             if final:
                 traj.score = score if isinstance(score, Score) else None
                 if traj.score is None:
@@ -271,7 +294,9 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
                 await ctx.backend.close(episode_id)
             except Exception as exc:  # a failed close must not lose the trajectory
                 traj.error = traj.error or f"close failed: {exc}"
-    traj.policy_version = traj.turn_versions[0] if traj.turn_versions else ctx.generator.engine.policy_version
+    traj.policy_version = (
+        traj.turn_versions[0] if traj.turn_versions else ctx.generator.engine.policy_version
+    )
     if ctx.drift_check != "off" and traj.error is None and traj.turn_versions:
         traj.drift = ctx.renderer.drift(traj.ids, _rendered(traj), tools)
         if not traj.drift.ok and ctx.drift_check == "strict":
@@ -307,8 +332,14 @@ async def run_group_batch(
     gen = LockstepGenerator(engine, sampling)
     ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check)
     trajs = [
-        Trajectory(env_id=env, task_id=task, group=f"{group_prefix}{env}/{task}#{t}", index=t * group_size + g)
-        for t, (env, task) in enumerate(tasks) for g in range(group_size)
+        Trajectory(
+            env_id=env,
+            task_id=task,
+            group=f"{group_prefix}{env}/{task}#{t}",
+            index=t * group_size + g,
+        )
+        for t, (env, task) in enumerate(tasks)
+        for g in range(group_size)
     ]
     limit = asyncio.Semaphore(max_concurrent)
 

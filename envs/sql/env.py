@@ -53,7 +53,6 @@ from .tasks import builtin_tasks, load_task_file
 __all__ = ["DEFAULT_VERIFIER", "SqlEnv"]
 
 DEFAULT_VERIFIER: Mapping[str, Any] = {"type": "sql_match", "preset": "test_suite"}
-MAX_QUERY_CHARS = 20_000
 
 _SYSTEM = """You are a data analyst. Answer the user's question with one {dialect} SQL query.
 Tools: list_tables, describe_table(table), run_sql(query) to explore (read-only; results \
@@ -215,8 +214,6 @@ class SqlEnv(ToolEnv):
             query: one SELECT statement.
         """
         db = self._require_db()
-        if len(query) > MAX_QUERY_CHARS:
-            raise ToolError(f"query is {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}")
         try:
             result = db.query(query, max_rows=self.max_rows, timeout_s=self.query_timeout_s)
         except QueryError as exc:

@@ -126,7 +126,7 @@ class ServerProcess:
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
         cmd = [sys.executable, "-m", "gymhub.server.cli", *self.args, "--port", str(self.port)]
-        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - outlives this call
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr,
                                      text=True, env={**os.environ, **self.env})
         lines: list[str] = []
@@ -188,6 +188,7 @@ def echo_server() -> Iterator[ServerProcess]:
     server = ServerProcess(constructible_env_ids()).start()
     yield server
     server.stop()
+    server.kill()  # closes the pipes
 
 
 @pytest.fixture

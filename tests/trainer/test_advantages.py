@@ -30,7 +30,12 @@ def test_group_scaling_matches_formula():
 
 def test_batch_scaling_keeps_group_mean():
     vals = [1.0, 0.0, 0.75, 0.25]
-    outs = [Outcome("a", vals[0]), Outcome("a", vals[1]), Outcome("b", vals[2]), Outcome("b", vals[3])]
+    outs = [
+        Outcome("a", vals[0]),
+        Outcome("a", vals[1]),
+        Outcome("b", vals[2]),
+        Outcome("b", vals[3]),
+    ]
     res = compute_advantages(outs, scaling="batch")
     sd = _std(vals)
     assert res.advantages[0] == pytest.approx(0.5 / (sd + 1e-4))
@@ -38,7 +43,9 @@ def test_batch_scaling_keeps_group_mean():
 
 
 def test_no_scaling_is_mean_centred():
-    res = compute_advantages([Outcome("a", 1.0), Outcome("a", 0.0), Outcome("a", 0.5)], scaling="none")
+    res = compute_advantages(
+        [Outcome("a", 1.0), Outcome("a", 0.0), Outcome("a", 0.5)], scaling="none"
+    )
     assert res.advantages == pytest.approx([0.5, -0.5, 0.0])
 
 

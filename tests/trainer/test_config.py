@@ -16,11 +16,27 @@ def test_every_field_is_documented():
 
 def test_toml_and_overrides(tmp_path):
     p = tmp_path / "run.toml"
-    p.write_text('model = "m"\ngroup_size = 8\nenv_ids = ["echo-v0", "sql-v0"]\n'
-                 'delta = 4.0\n[tag_tools]\nsql = "query"\n')
-    cfg = load_config(p, ["--group-size", "3", "--learning-rate=1e-4", "--bf16",
-                          "--loss-type", "grpo", "--delta", "none", "--stop", "a,b",
-                          "--tis-cap", "2"])
+    p.write_text(
+        'model = "m"\ngroup_size = 8\nenv_ids = ["echo-v0", "sql-v0"]\n'
+        'delta = 4.0\n[tag_tools]\nsql = "query"\n'
+    )
+    cfg = load_config(
+        p,
+        [
+            "--group-size",
+            "3",
+            "--learning-rate=1e-4",
+            "--bf16",
+            "--loss-type",
+            "grpo",
+            "--delta",
+            "none",
+            "--stop",
+            "a,b",
+            "--tis-cap",
+            "2",
+        ],
+    )
     assert cfg.model == "m" and cfg.group_size == 3 and cfg.learning_rate == 1e-4
     assert cfg.bf16 is True and cfg.loss_type == "grpo" and cfg.delta is None
     assert cfg.env_ids == ["echo-v0", "sql-v0"] and cfg.tag_tools == {"sql": "query"}
@@ -39,13 +55,16 @@ def test_unknown_key_suggests():
         GRPOConfig.from_dict({"learning_rte": 1.0})
 
 
-@pytest.mark.parametrize(("argv", "match"), [
-    (["--group-size", "four"], "expects int"),
-    (["--bf16", "maybe"], "expects bool"),
-    (["--loss-type", "ppo"], "must be one of"),
-    (["--group-size"], "needs a value"),
-    (["group_size", "4"], "expected --key value"),
-])
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--group-size", "four"], "expects int"),
+        (["--bf16", "maybe"], "expects bool"),
+        (["--loss-type", "ppo"], "must be one of"),
+        (["--group-size"], "needs a value"),
+        (["group_size", "4"], "expected --key value"),
+    ],
+)
 def test_bad_values(argv, match):
     with pytest.raises(ConfigError, match=match):
         load_config(None, argv)

@@ -27,24 +27,41 @@ def _fake_vllm_server(engine: TransformersEngine) -> httpx.MockTransport:
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         assert request.url.path == "/v1/completions" and body["logprobs"] == 0
-        sampling = SamplingConfig(temperature=body["temperature"], top_p=body["top_p"],
-                                  stop=tuple(body.get("stop") or ()),
-                                  stop_token_ids=tuple(body.get("stop_token_ids") or ()))
-        out = engine.generate([GenerationRequest(body["prompt"], body["max_tokens"],
-                                                 seed=body.get("seed"))], sampling)[0]
-        choice = {"index": 0, "text": "", "finish_reason": out.finish_reason,
-                  "logprobs": {"tokens": [f"token_id:{i}" for i in out.token_ids],
-                               "token_logprobs": out.logprobs}}
+        sampling = SamplingConfig(
+            temperature=body["temperature"],
+            top_p=body["top_p"],
+            stop=tuple(body.get("stop") or ()),
+            stop_token_ids=tuple(body.get("stop_token_ids") or ()),
+        )
+        out = engine.generate(
+            [GenerationRequest(body["prompt"], body["max_tokens"], seed=body.get("seed"))], sampling
+        )[0]
+        choice = {
+            "index": 0,
+            "text": "",
+            "finish_reason": out.finish_reason,
+            "logprobs": {
+                "tokens": [f"token_id:{i}" for i in out.token_ids],
+                "token_logprobs": out.logprobs,
+            },
+        }
         return httpx.Response(200, json={"choices": [choice]})
 
     return httpx.MockTransport(handler)
 
 
-@pytest.fixture(params=["transformers", "vllm-server-mock",
-                        pytest.param("vllm", marks=[pytest.mark.gpu, needs_cuda])])
+@pytest.fixture(
+    params=[
+        "transformers",
+        "vllm-server-mock",
+        pytest.param("vllm", marks=[pytest.mark.gpu, needs_cuda]),
+    ]
+)
 def engine_and_model(request, tiny_model, tokenizer, model_dir):
     if request.param == "transformers":
-        return TransformersEngine(tiny_model, tokenizer, pad_token_id=tokenizer.pad_token_id), tiny_model
+        return TransformersEngine(
+            tiny_model, tokenizer, pad_token_id=tokenizer.pad_token_id
+        ), tiny_model
     if request.param == "vllm-server-mock":
         inner = TransformersEngine(tiny_model, tokenizer, pad_token_id=tokenizer.pad_token_id)
         client = httpx.Client(transport=_fake_vllm_server(inner))
@@ -59,14 +76,19 @@ def engine_and_model(request, tiny_model, tokenizer, model_dir):
 
 
 def _prompts(tokenizer):
-    return [tokenizer.encode(t, add_special_tokens=False)
-            for t in ["<|im_start|>user\napple<|im_end|>\n<|im_start|>assistant\n", "stone cloud", "z"]]
+    return [
+        tokenizer.encode(t, add_special_tokens=False)
+        for t in ["<|im_start|>user\napple<|im_end|>\n<|im_start|>assistant\n", "stone cloud", "z"]
+    ]
 
 
 def test_protocol_shape_and_budgets(engine_and_model, tokenizer):
     engine, _ = engine_and_model
     assert isinstance(engine, Engine)
-    reqs = [GenerationRequest(p, n, seed=i) for i, (p, n) in enumerate(zip(_prompts(tokenizer), [5, 1, 7], strict=True))]
+    reqs = [
+        GenerationRequest(p, n, seed=i)
+        for i, (p, n) in enumerate(zip(_prompts(tokenizer), [5, 1, 7], strict=True))
+    ]
     outs = engine.generate(reqs, SamplingConfig(temperature=1.0))
     assert len(outs) == 3
     for req, out in zip(reqs, outs, strict=True):
@@ -83,7 +105,9 @@ def test_seeded_and_independent_of_batch(engine_and_model, tokenizer):
     p = _prompts(tokenizer)
     cfg = SamplingConfig(temperature=1.0, top_p=0.9)
     alone = engine.generate([GenerationRequest(p[0], 8, seed=7)], cfg)[0]
-    batched = engine.generate([GenerationRequest(p[1], 3, seed=1), GenerationRequest(p[0], 8, seed=7)], cfg)[1]
+    batched = engine.generate(
+        [GenerationRequest(p[1], 3, seed=1), GenerationRequest(p[0], 8, seed=7)], cfg
+    )[1]
     assert alone.token_ids == batched.token_ids
     assert alone.logprobs == pytest.approx(batched.logprobs, abs=1e-4)
 
@@ -91,11 +115,13 @@ def test_seeded_and_independent_of_batch(engine_and_model, tokenizer):
 def test_logprobs_match_a_forward_pass(engine_and_model, tokenizer):
     engine, model = engine_and_model
     prompt = _prompts(tokenizer)[0]
-    out = engine.generate([GenerationRequest(prompt, 6, seed=3)], SamplingConfig(temperature=0.7))[0]
+    out = engine.generate([GenerationRequest(prompt, 6, seed=3)], SamplingConfig(temperature=0.7))[
+        0
+    ]
     ids = torch.tensor([prompt + out.token_ids])
     with torch.no_grad():
         logits = model(ids.to(next(model.parameters()).device)).logits[0].float().cpu()
-    lp = torch.log_softmax(logits[len(prompt) - 1:-1] / 0.7, dim=-1)
+    lp = torch.log_softmax(logits[len(prompt) - 1 : -1] / 0.7, dim=-1)
     expected = lp.gather(-1, torch.tensor(out.token_ids)[:, None])[:, 0]
     assert out.logprobs == pytest.approx(expected.tolist(), abs=2e-3)
 
@@ -104,11 +130,14 @@ def test_stop_token_and_greedy(engine_and_model, tokenizer):
     engine, _ = engine_and_model
     prompt = _prompts(tokenizer)[1]
     greedy = engine.generate([GenerationRequest(prompt, 6)], SamplingConfig(temperature=0.0))[0]
-    again = engine.generate([GenerationRequest(prompt, 6, seed=99)], SamplingConfig(temperature=0.0))[0]
+    again = engine.generate(
+        [GenerationRequest(prompt, 6, seed=99)], SamplingConfig(temperature=0.0)
+    )[0]
     assert greedy.token_ids == again.token_ids
     stop_at = greedy.token_ids[2]
-    cut = engine.generate([GenerationRequest(prompt, 6)],
-                          SamplingConfig(temperature=0.0, stop_token_ids=(stop_at,)))[0]
+    cut = engine.generate(
+        [GenerationRequest(prompt, 6)], SamplingConfig(temperature=0.0, stop_token_ids=(stop_at,))
+    )[0]
     first = greedy.token_ids.index(stop_at)
     assert cut.token_ids == greedy.token_ids[: first + 1] and cut.finish_reason == "stop"
 
@@ -121,7 +150,9 @@ def test_stop_strings(engine_and_model, tokenizer):
     if not text.strip():
         pytest.skip("greedy output is blank")
     stop = text.strip()[-1]
-    cut = engine.generate([GenerationRequest(prompt, 8)], SamplingConfig(temperature=0.0, stop=(stop,)))[0]
+    cut = engine.generate(
+        [GenerationRequest(prompt, 8)], SamplingConfig(temperature=0.0, stop=(stop,))
+    )[0]
     assert stop in tokenizer.decode(cut.token_ids, skip_special_tokens=False)
     assert cut.finish_reason == "stop" and len(cut.token_ids) <= 3
 
@@ -133,12 +164,17 @@ def test_transformers_engine_update_weights_bumps_version(tiny_model, tokenizer)
     engine.wake_up()
     assert engine.policy_version == 1
     with pytest.raises(ValueError, match="stop strings"):
-        TransformersEngine(tiny_model).generate([GenerationRequest([1], 2)], SamplingConfig(stop=("x",)))
+        TransformersEngine(tiny_model).generate(
+            [GenerationRequest([1], 2)], SamplingConfig(stop=("x",))
+        )
 
 
 def test_server_engine_lora_only(tiny_model):
-    engine = VLLMServerEngine("http://x", "m", client=httpx.Client(transport=httpx.MockTransport(
-        lambda r: httpx.Response(200, json={}))))
+    engine = VLLMServerEngine(
+        "http://x",
+        "m",
+        client=httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+    )
     with pytest.raises(NotImplementedError, match="LoRA"):
         engine.update_weights(tiny_model)
     assert engine.generate([], SamplingConfig()) == []

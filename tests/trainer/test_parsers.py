@@ -8,8 +8,10 @@ from gymhub.trainer.parsers import HermesParser, JsonParser, TagParser, make_par
 
 
 def test_hermes_several_calls_and_text():
-    text = ('Let me look.\n<tool_call>{"name": "look", "arguments": {}}</tool_call>\n'
-            '<tool_call>\n{"name": "submit", "arguments": {"answer": "apple-0"}}\n</tool_call> done')
+    text = (
+        'Let me look.\n<tool_call>{"name": "look", "arguments": {}}</tool_call>\n'
+        '<tool_call>\n{"name": "submit", "arguments": {"answer": "apple-0"}}\n</tool_call> done'
+    )
     res = HermesParser().parse(text)
     assert res.ok
     calls = res.message.tool_calls
@@ -24,13 +26,16 @@ def test_hermes_string_arguments_and_openai_shape():
     assert res.message.tool_calls[0].arguments == {"x": 1}
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ('<tool_call>{"name": "f", "arguments": {</tool_call>', "not valid JSON"),
-    ('<tool_call>{"name": "f"', "unclosed"),
-    ('<tool_call>{"arguments": {}}</tool_call>', "non-empty string 'name'"),
-    ('<tool_call>[1, 2]</tool_call>', "must be an object"),
-    ('<tool_call>{"name": "f", "arguments": [1]}</tool_call>', "JSON object"),
-])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('<tool_call>{"name": "f", "arguments": {</tool_call>', "not valid JSON"),
+        ('<tool_call>{"name": "f"', "unclosed"),
+        ('<tool_call>{"arguments": {}}</tool_call>', "non-empty string 'name'"),
+        ("<tool_call>[1, 2]</tool_call>", "must be an object"),
+        ('<tool_call>{"name": "f", "arguments": [1]}</tool_call>', "JSON object"),
+    ],
+)
 def test_hermes_malformed(text, match):
     res = HermesParser().parse(text)
     assert not res.ok and match in res.error
@@ -57,11 +62,15 @@ def test_tag_parser():
     parser = TagParser({"sql": "query:sql", "submit": "submit:answer"})
     res = parser.parse("<think>hm</think><sql> SELECT 1 </sql> then <submit>42</submit>")
     assert [(c.name, c.arguments) for c in res.message.tool_calls] == [
-        ("query", {"sql": "SELECT 1"}), ("submit", {"answer": "42"})]
+        ("query", {"sql": "SELECT 1"}),
+        ("submit", {"answer": "42"}),
+    ]
     assert res.message.content == "<think>hm</think> then"
     bad = parser.parse("<sql>SELECT 1")
     assert not bad.ok and "unclosed <sql>" in bad.error
-    assert make_parser("tags", {"sql": "query"}).parse("<sql>x</sql>").message.tool_calls[0].arguments == {"sql": "x"}
+    assert make_parser("tags", {"sql": "query"}).parse("<sql>x</sql>").message.tool_calls[
+        0
+    ].arguments == {"sql": "x"}
     with pytest.raises(ValueError, match="at least one"):
         TagParser({})
 

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from gymhub.trainer.backends import InProcessBackend  # noqa: E402
-from gymhub.trainer.chat import ChatRenderer  # noqa: E402
-from gymhub.trainer.engines import Completion, SamplingConfig, TransformersEngine  # noqa: E402
-from gymhub.trainer.parsers import HermesParser  # noqa: E402
-from gymhub.trainer.rollout import Budgets, run_group_batch, write_jsonl  # noqa: E402
+from gymhub.trainer.backends import InProcessBackend
+from gymhub.trainer.chat import ChatRenderer
+from gymhub.trainer.engines import Completion, SamplingConfig, TransformersEngine
+from gymhub.trainer.parsers import HermesParser
+from gymhub.trainer.rollout import Budgets, run_group_batch, write_jsonl
 
 LOOK = 'Let me look. <tool_call>{"name": "look", "arguments": {}}</tool_call>'
 
@@ -32,18 +32,32 @@ class ScriptedEngine:
         for r in requests:
             turn = self._turn(r.prompt_ids)
             text = self.script[min(turn, len(self.script) - 1)]
-            word = self.tok.decode(r.prompt_ids).split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
+            word = (
+                self.tok.decode(r.prompt_ids).split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
+            )
             ids = self.tok.encode(text.replace("WORD", word), add_special_tokens=False)
             if self.end:
                 ids.append(self.tok.eos_token_id)
-            outs.append(Completion(ids[: r.max_tokens], [-0.5] * len(ids[: r.max_tokens]),
-                                   "stop" if self.end else "length"))
+            outs.append(
+                Completion(
+                    ids[: r.max_tokens],
+                    [-0.5] * len(ids[: r.max_tokens]),
+                    "stop" if self.end else "length",
+                )
+            )
         return outs
 
     def _turn(self, ids):
         start = self.tok.convert_tokens_to_ids("<|im_start|>")
         a = self.tok.encode("assistant", add_special_tokens=False)
-        return sum(1 for i in range(len(ids) - len(a)) if ids[i] == start and ids[i + 1:i + 1 + len(a)] == a) - 1
+        return (
+            sum(
+                1
+                for i in range(len(ids) - len(a))
+                if ids[i] == start and ids[i + 1 : i + 1 + len(a)] == a
+            )
+            - 1
+        )
 
     def update_weights(self, model):
         pass
@@ -55,13 +69,24 @@ class ScriptedEngine:
         pass
 
 
-def _run(engine, tokenizer, budgets=Budgets(), n_tasks=2, group=2, drift="strict"):
+def _run(engine, tokenizer, budgets=None, n_tasks=2, group=2, drift="strict"):
+    budgets = budgets or Budgets()
     backend = InProcessBackend()
     tasks = [("echo-v0", f"echo-{i:04d}") for i in range(n_tasks)]
-    trajs = asyncio.run(run_group_batch(
-        backend=backend, engine=engine, renderer=ChatRenderer(tokenizer), parser=HermesParser(),
-        sampling=SamplingConfig(stop_token_ids=(tokenizer.eos_token_id,)), budgets=budgets,
-        tasks=tasks, group_size=group, seed=0, drift_check=drift))
+    trajs = asyncio.run(
+        run_group_batch(
+            backend=backend,
+            engine=engine,
+            renderer=ChatRenderer(tokenizer),
+            parser=HermesParser(),
+            sampling=SamplingConfig(stop_token_ids=(tokenizer.eos_token_id,)),
+            budgets=budgets,
+            tasks=tasks,
+            group_size=group,
+            seed=0,
+            drift_check=drift,
+        )
+    )
     assert backend.open_episodes == 0
     return trajs
 
@@ -78,8 +103,15 @@ def test_token_exact_over_three_turns(tokenizer):
     for t in trajs:
         assert t.error is None and t.stop_reason == "terminated"
         assert t.score is not None and t.score.value == 1.0 and t.value == 1.0
-        assert [m.role for m in t.messages] == ["system", "user", "assistant", "tool", "assistant",
-                                                "user", "assistant"]
+        assert [m.role for m in t.messages] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+        ]
         assert t.drift is not None and t.drift.ok
         # a full render equals the ids, token for token
         full = renderer._render(t.messages, tools, False)
@@ -87,9 +119,13 @@ def test_token_exact_over_three_turns(tokenizer):
         # mask 1 exactly on the three assistant turns (content + end-of-turn)
         spans = "".join(str(m) for m in t.loss_mask)
         assert spans.count("01") == 3
-        assert sum(t.loss_mask) == sum(len(tokenizer.encode(
-            s.replace("WORD", t.messages[1].content), add_special_tokens=False)) + 1
-            for s in [LOOK, "hmm, no call", submit])
+        assert sum(t.loss_mask) == sum(
+            len(
+                tokenizer.encode(s.replace("WORD", t.messages[1].content), add_special_tokens=False)
+            )
+            + 1
+            for s in [LOOK, "hmm, no call", submit]
+        )
         assert all(lp == -0.5 for lp, m in zip(t.logprobs, t.loss_mask, strict=True) if m)
         assert all(lp == 0.0 for lp, m in zip(t.logprobs, t.loss_mask, strict=True) if not m)
         assert t.turn_rewards == [0.0, 0.0, 0.0] and t.policy_version == 3
@@ -103,8 +139,11 @@ def test_turn_budget_truncates(tokenizer):
 
 
 def test_context_budget_truncates(tokenizer):
-    trajs = _run(ScriptedEngine(tokenizer, [LOOK]), tokenizer,
-                 budgets=Budgets(max_turns=8, max_context_tokens=300))
+    trajs = _run(
+        ScriptedEngine(tokenizer, [LOOK]),
+        tokenizer,
+        budgets=Budgets(max_turns=8, max_context_tokens=300),
+    )
     for t in trajs:
         assert t.stop_reason == "context" and len(t.ids) <= 300 and len(t.turn_versions) >= 2
         assert t.drift.ok
@@ -123,17 +162,30 @@ def test_turn_without_end_token_gets_one_unmasked(tokenizer):
 
 
 def test_backend_failure_is_an_errored_trajectory(tokenizer):
-    trajs = asyncio.run(run_group_batch(
-        backend=InProcessBackend(), engine=ScriptedEngine(tokenizer, [LOOK]),
-        renderer=ChatRenderer(tokenizer), parser=HermesParser(), sampling=SamplingConfig(),
-        budgets=Budgets(), tasks=[("echo-v0", "no-such-task")], group_size=2, seed=0))
+    trajs = asyncio.run(
+        run_group_batch(
+            backend=InProcessBackend(),
+            engine=ScriptedEngine(tokenizer, [LOOK]),
+            renderer=ChatRenderer(tokenizer),
+            parser=HermesParser(),
+            sampling=SamplingConfig(),
+            budgets=Budgets(),
+            tasks=[("echo-v0", "no-such-task")],
+            group_size=2,
+            seed=0,
+        )
+    )
     assert all(t.errored and t.value is None and "TaskNotFound" in t.error for t in trajs)
 
 
 def test_random_model_rollouts_and_jsonl(tokenizer, tiny_model, tmp_path):
     engine = TransformersEngine(tiny_model, tokenizer, pad_token_id=tokenizer.pad_token_id)
-    trajs = _run(engine, tokenizer, budgets=Budgets(max_turns=2, max_tokens_per_turn=12,
-                                                    max_tokens_per_episode=20), drift="warn")
+    trajs = _run(
+        engine,
+        tokenizer,
+        budgets=Budgets(max_turns=2, max_tokens_per_turn=12, max_tokens_per_episode=20),
+        drift="warn",
+    )
     for t in trajs:
         assert len(t.ids) == len(t.loss_mask) == len(t.logprobs)
         assert 0 < t.generated_tokens <= 20 and t.drift is not None

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Completion", "Engine", "GenerationRequest", "SamplingConfig"]
+__all__ = ["Completion", "Engine", "FinishReason", "GenerationRequest", "SamplingConfig"]
 
 FinishReason = Literal["stop", "length"]
 

@@ -34,8 +34,15 @@ class TransformersEngine:
         max_batch_size: requests generated together at most.
     """
 
-    def __init__(self, model: Any, tokenizer: Any = None, *, pad_token_id: int = 0,
-                 seed: int = 0, max_batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        pad_token_id: int = 0,
+        seed: int = 0,
+        max_batch_size: int = 64,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.pad_token_id = pad_token_id
@@ -59,7 +66,7 @@ class TransformersEngine:
         try:
             with torch.no_grad():
                 for i in range(0, len(requests), self.max_batch_size):
-                    out.extend(self._batch(requests[i:i + self.max_batch_size], sampling))
+                    out.extend(self._batch(requests[i : i + self.max_batch_size], sampling))
         finally:
             if was_training:
                 self.model.train()
@@ -75,7 +82,9 @@ class TransformersEngine:
             gens.append(torch.Generator().manual_seed(int(seed) % (2**63)))
         return gens
 
-    def _batch(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig) -> list[Completion]:
+    def _batch(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
+    ) -> list[Completion]:
         import torch
 
         device = next(self.model.parameters()).device
@@ -87,8 +96,10 @@ class TransformersEngine:
         ids = torch.full((b, width), self.pad_token_id, dtype=torch.long)
         attn = torch.zeros((b, width), dtype=torch.long)
         for row, r in enumerate(requests):
-            ids[row, width - len(r.prompt_ids):] = torch.tensor(list(r.prompt_ids), dtype=torch.long)
-            attn[row, width - len(r.prompt_ids):] = 1
+            ids[row, width - len(r.prompt_ids) :] = torch.tensor(
+                list(r.prompt_ids), dtype=torch.long
+            )
+            attn[row, width - len(r.prompt_ids) :] = 1
         ids, attn = ids.to(device), attn.to(device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         gens = self._generators(requests)
@@ -119,13 +130,21 @@ class TransformersEngine:
                 break
             attn = torch.cat([attn, torch.ones((b, 1), dtype=attn.dtype, device=device)], dim=1)
             last_pos = last_pos + 1
-            result = self.model(input_ids=next_tokens.to(device), attention_mask=attn,
-                                position_ids=last_pos, use_cache=True, **{self._cache_kw: past})
+            result = self.model(
+                input_ids=next_tokens.to(device),
+                attention_mask=attn,
+                position_ids=last_pos,
+                use_cache=True,
+                **{self._cache_kw: past},
+            )
             past = _cache_of(result)
             logits = result.logits[:, -1, :].float()
         return [
-            Completion(token_ids=gen_ids[row], logprobs=gen_lp[row],
-                       finish_reason="stop" if reasons[row] == "stop" else "length")
+            Completion(
+                token_ids=gen_ids[row],
+                logprobs=gen_lp[row],
+                finish_reason="stop" if reasons[row] == "stop" else "length",
+            )
             for row in range(b)
         ]
 
@@ -162,8 +181,9 @@ def _cache_of(result: Any) -> Any:
     return cache if cache is not None else getattr(result, "past_key_values", None)
 
 
-def _sample(logits: torch.Tensor, temperature: float, top_p: float,
-            gen: torch.Generator) -> tuple[int, float]:
+def _sample(
+    logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator
+) -> tuple[int, float]:
     """Draw one id; return it with its log-probability under ``softmax(logits / T)``."""
     import torch
 

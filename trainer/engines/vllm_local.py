@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .base import Completion, GenerationRequest, SamplingConfig
+from .base import Completion, FinishReason, GenerationRequest, SamplingConfig
 
 if TYPE_CHECKING:
     import torch
@@ -41,10 +41,19 @@ class VLLMEngine:
         llm_kwargs: anything else for ``vllm.LLM``.
     """
 
-    def __init__(self, model: str, *, gpu_memory_utilization: float = 0.3,
-                 enforce_eager: bool = True, enable_prefix_caching: bool = True,
-                 enable_sleep_mode: bool = False, seed: int = 0, dtype: str = "auto",
-                 max_model_len: int | None = None, **llm_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        gpu_memory_utilization: float = 0.3,
+        enforce_eager: bool = True,
+        enable_prefix_caching: bool = True,
+        enable_sleep_mode: bool = False,
+        seed: int = 0,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        **llm_kwargs: Any,
+    ) -> None:
         try:
             import vllm
         except ImportError as exc:  # pragma: no cover - depends on the machine
@@ -52,10 +61,16 @@ class VLLMEngine:
         self._vllm = vllm
         self.sleep_enabled = enable_sleep_mode
         self.llm = vllm.LLM(
-            model=model, gpu_memory_utilization=gpu_memory_utilization,
-            enforce_eager=enforce_eager, enable_prefix_caching=enable_prefix_caching,
-            enable_sleep_mode=enable_sleep_mode, seed=seed, dtype=dtype,
-            max_model_len=max_model_len, logprobs_mode="processed_logprobs", **llm_kwargs,
+            model=model,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=enable_prefix_caching,
+            enable_sleep_mode=enable_sleep_mode,
+            seed=seed,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            logprobs_mode="processed_logprobs",
+            **llm_kwargs,
         )
         self.policy_version = 0
         self._asleep = False
@@ -69,10 +84,15 @@ class VLLMEngine:
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         params = [
             self._vllm.SamplingParams(
-                n=1, temperature=sampling.temperature, top_p=sampling.top_p,
-                max_tokens=r.max_tokens, stop=list(sampling.stop) or None,
+                n=1,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=r.max_tokens,
+                stop=list(sampling.stop) or None,
                 stop_token_ids=list(sampling.stop_token_ids) or None,
-                include_stop_str_in_output=True, logprobs=0, seed=r.seed,
+                include_stop_str_in_output=True,
+                logprobs=0,
+                seed=r.seed,
                 skip_special_tokens=False,
             )
             for r in requests
@@ -82,8 +102,10 @@ class VLLMEngine:
         for o in outputs:
             c = o.outputs[0]
             ids = list(c.token_ids)
-            lps = [float(step[tok].logprob) for tok, step in zip(ids, c.logprobs or [], strict=True)]
-            reason = "length" if c.finish_reason == "length" else "stop"
+            lps = [
+                float(step[tok].logprob) for tok, step in zip(ids, c.logprobs or [], strict=True)
+            ]
+            reason: FinishReason = "length" if c.finish_reason == "length" else "stop"
             out.append(Completion(token_ids=ids, logprobs=lps, finish_reason=reason))
         return out
 
@@ -133,7 +155,7 @@ def iter_merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
                 if adapter in module.lora_A:
                     delta = module.get_delta_weight(adapter).detach()
                     key = f"{name}.base_layer.weight"
-                    lora_deltas[key] = lora_deltas.get(key, 0) + delta  # type: ignore[operator]
+                    lora_deltas[key] = lora_deltas[key] + delta if key in lora_deltas else delta
     with torch.no_grad():
         for name, tensor in base.state_dict().items():
             if "lora_" in name:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .base import Completion, GenerationRequest, SamplingConfig
+from .base import Completion, FinishReason, GenerationRequest, SamplingConfig
 
 __all__ = ["VLLMServerEngine"]
 
@@ -38,8 +38,16 @@ class VLLMServerEngine:
         client: an ``httpx.Client`` to use (tests pass one with a mock transport).
     """
 
-    def __init__(self, base_url: str, model: str, *, adapter_dir: str | None = None,
-                 timeout: float = 600.0, max_workers: int = 64, client: Any = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        adapter_dir: str | None = None,
+        timeout: float = 600.0,
+        max_workers: int = 64,
+        client: Any = None,
+    ) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
@@ -47,16 +55,23 @@ class VLLMServerEngine:
         self.model = model
         self.adapter_dir = adapter_dir
         self.client = client or httpx.Client(
-            timeout=timeout, limits=httpx.Limits(max_connections=max_workers))
+            timeout=timeout, limits=httpx.Limits(max_connections=max_workers)
+        )
         self.max_workers = max_workers
         self.policy_version = 0
 
     def _one(self, request: GenerationRequest, sampling: SamplingConfig) -> Completion:
         body: dict[str, Any] = {
-            "model": self.model, "prompt": list(request.prompt_ids),
-            "max_tokens": request.max_tokens, "temperature": sampling.temperature,
-            "top_p": sampling.top_p, "logprobs": 0, "return_token_ids": True,
-            "skip_special_tokens": False, "include_stop_str_in_output": True, "n": 1,
+            "model": self.model,
+            "prompt": list(request.prompt_ids),
+            "max_tokens": request.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "logprobs": 0,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "include_stop_str_in_output": True,
+            "n": 1,
         }
         if sampling.stop:
             body["stop"] = list(sampling.stop)
@@ -74,7 +89,7 @@ class VLLMServerEngine:
         lps = [float(x) for x in lp.get("token_logprobs") or []]
         if len(lps) != len(ids):
             raise RuntimeError(f"server returned {len(ids)} ids but {len(lps)} logprobs")
-        reason = "length" if choice.get("finish_reason") == "length" else "stop"
+        reason: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
         return Completion(token_ids=[int(i) for i in ids], logprobs=lps, finish_reason=reason)
 
     def generate(
@@ -94,12 +109,15 @@ class VLLMServerEngine:
         """
         if not hasattr(model, "peft_config") or self.adapter_dir is None:
             raise NotImplementedError(
-                "vllm-server weight sync supports LoRA adapters only (set adapter_dir)")
+                "vllm-server weight sync supports LoRA adapters only (set adapter_dir)"
+            )
         name = f"policy-v{self.policy_version + 1}"
         path = Path(self.adapter_dir) / name
         model.save_pretrained(str(path))
-        resp = self.client.post(f"{self.base_url}/v1/load_lora_adapter",
-                                json={"lora_name": name, "lora_path": str(path)})
+        resp = self.client.post(
+            f"{self.base_url}/v1/load_lora_adapter",
+            json={"lora_name": name, "lora_path": str(path)},
+        )
         resp.raise_for_status()
         self.model = name
         self.policy_version += 1
@@ -117,6 +135,8 @@ def _token_id(token: str) -> int:
     """Parse ``token_id:123`` (``--return-tokens-as-token-ids``)."""
     prefix = "token_id:"
     if not token.startswith(prefix):
-        raise RuntimeError("the server returned text tokens; enable return_token_ids "
-                           "(vLLM >= 0.10.2) or start it with --return-tokens-as-token-ids")
-    return int(token[len(prefix):])
+        raise RuntimeError(
+            "the server returned text tokens; enable return_token_ids "
+            "(vLLM >= 0.10.2) or start it with --return-tokens-as-token-ids"
+        )
+    return int(token[len(prefix) :])

@@ -1,0 +1,130 @@
+"""The bounded thread pool that runs blocking environment code, with deadlines.
+
+Environment code (database copies, sandbox calls, plain Python) blocks; running it on
+the event loop would stall every other episode. It runs here instead, in a fixed
+number of threads, and each call has a deadline. A thread cannot be interrupted, so
+when a call overruns, the caller gets :class:`~gymhub.server.errors.DeadlineExceeded`
+at once and the environment is closed as soon as the stuck call returns, which still
+releases its resources. In-flight calls are counted so that a drain can wait for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+from .errors import DeadlineExceeded
+
+__all__ = ["Closable", "Workers", "close_quietly"]
+
+log = logging.getLogger("gymhub.server")
+T = TypeVar("T")
+
+
+class Closable(Protocol):
+    """Anything with ``close()`` (an environment)."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+def close_quietly(env: Closable) -> None:
+    """Close ``env``, logging (not raising) a failure: one bad close must not stop others."""
+    try:
+        env.close()
+    except Exception:
+        log.exception("closing an environment failed")
+
+
+class Workers:
+    """A fixed-size thread pool with per-call deadlines and in-flight accounting.
+
+    Args:
+        size: threads.
+        timeout_s: deadline of one call, queueing included (an overloaded server
+            answers 504 rather than letting latency grow without bound).
+    """
+
+    def __init__(self, size: int, timeout_s: float) -> None:
+        self.size = size
+        self.timeout_s = timeout_s
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`shutdown`."""
+        return self._executor is not None
+
+    def start(self) -> None:
+        """Create the threads' pool (idempotent)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="gymhub-env")
+
+    async def run(self, fn: Callable[[], T], *, on_timeout: Closable | None = None) -> T:
+        """Run ``fn`` in the pool under the deadline.
+
+        Args:
+            fn: the blocking work.
+            on_timeout: closed once a call that overran its deadline finally returns.
+
+        Raises:
+            DeadlineExceeded: the call did not finish in time.
+        """
+        self.start()
+        assert self._executor is not None
+        self.inflight += 1
+        self._idle.clear()
+        cfut: Future[T] = self._executor.submit(fn)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(cfut)),
+                                          self.timeout_s)
+        except TimeoutError:
+            cfut.cancel()
+            if on_timeout is not None:
+                target = on_timeout
+                cfut.add_done_callback(lambda _f: close_quietly(target))
+            raise DeadlineExceeded(
+                f"the environment did not answer within {self.timeout_s:g} s; "
+                "the episode was closed") from None
+        finally:
+            self.inflight -= 1
+            if self.inflight == 0:
+                self._idle.set()
+
+    def close_later(self, env: Closable) -> None:
+        """Close ``env`` in the pool (or right here once the pool is gone)."""
+        if self._executor is not None:
+            try:
+                self._executor.submit(close_quietly, env)
+                return
+            except RuntimeError:  # shut down meanwhile
+                pass
+        close_quietly(env)
+
+    async def wait_idle(self, timeout_s: float) -> None:
+        """Wait until no call is in flight, at most ``timeout_s``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+
+    async def close_all(self, envs: list[Closable]) -> None:
+        """Close many environments concurrently in the pool."""
+        if self._executor is None:
+            for env in envs:
+                close_quietly(env)
+            return
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._executor, close_quietly, e)
+                               for e in envs))
+
+    def shutdown(self) -> None:
+        """Stop the threads; queued work is cancelled, running work finishes on its own."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None

@@ -1,0 +1,135 @@
+"""The loop end to end on a tiny model: updates, exact resume, and a no-op batch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from gymhub.envs import TextEnv  # noqa: E402
+from gymhub.envs.tasks import Task  # noqa: E402
+from gymhub.trainer.backends import InProcessBackend  # noqa: E402
+from gymhub.trainer.cli import main  # noqa: E402
+from gymhub.trainer.config import GRPOConfig  # noqa: E402
+from gymhub.trainer.loop import TIMING_KEYS, GRPOTrainer, apply_lora  # noqa: E402
+from gymhub.types import Message, Score, StepResult  # noqa: E402
+
+from .conftest import build_model  # noqa: E402
+
+
+class ParityEnv(TextEnv):
+    """One turn; scores 1 when the answer has an odd number of characters (a coin flip)."""
+
+    def __init__(self) -> None:
+        super().__init__([Task(id=f"t{i}", prompt=f"word {i}") for i in range(6)], max_turns=1)
+
+    def _start(self, task):
+        return [Message(role="user", content=task.prompt)], {}
+
+    def _step(self, action):
+        score = Score(value=float(len(action.content) % 2))
+        return StepResult([Message(role="user", content="ok")], 0.0, True, False, {"score": score})
+
+    def gold_action(self):
+        return Message(role="assistant", content="x")
+
+
+def _policy(tokenizer):
+    torch.manual_seed(0)
+    model = build_model(len(tokenizer))
+    return apply_lora(model, r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"])
+
+
+def _cfg(tmp_path, **kw):
+    base = dict(
+        model="tiny",
+        env_ids=["parity-v0"],
+        group_size=4,
+        tasks_per_step=2,
+        max_steps=3,
+        max_turns=1,
+        max_tokens_per_turn=6,
+        max_tokens_per_episode=6,
+        learning_rate=0.05,
+        micro_batch_size=4,
+        output_dir=str(tmp_path),
+        progress=False,
+        seed=1,
+    )
+    base.update(kw)
+    return GRPOConfig(**base)
+
+
+def _trainer(cfg, tokenizer, env_factory=None):
+    backend = InProcessBackend(factory=env_factory or (lambda env_id, **_: ParityEnv()))
+    return GRPOTrainer(cfg, model=_policy(tokenizer), tokenizer=tokenizer, backend=backend)
+
+
+def test_three_steps_change_every_trainable_parameter(tmp_path, tokenizer):
+    trainer = _trainer(_cfg(tmp_path), tokenizer)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    history = trainer.train()
+    assert len(history) == 3
+    assert all(math.isfinite(m["loss"]) for m in history)
+    assert sum(m["updates"] for m in history) >= 1
+    after = dict(trainer.model.named_parameters())
+    unchanged = [n for n, p in before.items() if torch.equal(p, after[n].detach())]
+    assert not unchanged, unchanged
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 3
+    assert (tmp_path / "trajectories.jsonl").read_text().count("\n") == 24
+    assert trainer.engine.policy_version == sum(1 for m in history if m["updates"])
+
+
+def test_resume_reproduces_the_next_step(tmp_path, tokenizer):
+    full = _trainer(_cfg(tmp_path / "a", checkpoint_interval=1), tokenizer).train()
+    resumed_trainer = _trainer(
+        _cfg(tmp_path / "b", resume=str(tmp_path / "a/checkpoints/step-2")), tokenizer
+    )
+    resumed = resumed_trainer.train()
+    assert len(resumed) == 1 and resumed_trainer.step == 3
+    expected = {k: v for k, v in full[2].items() if k not in TIMING_KEYS}
+    got = {k: v for k, v in resumed[0].items() if k not in TIMING_KEYS}
+    assert got == expected
+
+
+def test_all_truncated_batch_is_a_no_op(tmp_path, tokenizer):
+    cfg = _cfg(tmp_path, env_ids=["echo-v0"], mask_truncated=True, max_steps=1)
+    from gymhub.envs import make
+
+    trainer = _trainer(cfg, tokenizer, env_factory=make)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    (metrics,) = trainer.train()
+    assert metrics["truncated"] == 8 and metrics["loss"] == 0.0 and metrics["updates"] == 0
+    assert all(torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
+
+
+def test_cli_trains_from_a_config_file(tmp_path, model_dir, capsys):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(
+        f'model = "{model_dir}"\nenv_ids = ["echo-v0"]\nmax_steps = 1\n'
+        f'output_dir = "{tmp_path / "out"}"\nprogress = false\n'
+    )
+    rc = main(
+        [
+            "--config",
+            str(cfg),
+            "--group-size",
+            "2",
+            "--tasks-per-step",
+            "1",
+            "--max-turns",
+            "2",
+            "--max-tokens-per-turn",
+            "4",
+            "--lora-target-modules",
+            "q_proj",
+        ]
+    )
+    assert rc == 0 and "trained 1 steps" in capsys.readouterr().out
+    assert (tmp_path / "out/checkpoints/step-1/state.json").is_file()
+    assert main(["--config", str(cfg), "--grup-size", "2"]) == 2
+    assert "did you mean" in capsys.readouterr().err
+    assert main(["--help"]) == 0

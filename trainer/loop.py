@@ -1,0 +1,478 @@
+"""The GRPO loop: tasks → concurrent rollouts → advantages → micro-batched updates.
+
+One step: draw ``tasks_per_step`` tasks (a seeded shuffle, epoch by epoch; the
+position is part of a checkpoint), play ``group_size`` episodes of each, turn scores
+into group-normalised advantages, and update the policy on the kept trajectories'
+action tokens with the clipped loss of :mod:`gymhub.trainer.losses`. With
+``gradient_accumulation_steps = 0`` the whole batch is one optimizer step and the
+old policy is the current one (``π_old = sg(π_θ)``, ratio 1, as TRL does); with more
+updates per batch, old log-probabilities are computed once before the first update.
+A batch with no trainable token (all errored, truncated and masked, or dropped) skips
+the optimizer entirely: loss 0, no update, no scheduler step.
+
+Every step appends one line to ``metrics.jsonl`` and, optionally, its trajectories to
+``trajectories.jsonl``; a progress line shows reward, loss and tokens per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .advantages import Outcome, compute_advantages, trajectory_return
+from .backends import EpisodeBackend, InProcessBackend
+from .chat import ChatRenderer
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import GRPOConfig
+from .engines.base import Engine, SamplingConfig
+from .losses import policy_loss, truncated_importance_weights
+from .parsers import make_parser
+from .rollout import Budgets, Trajectory, run_group_batch, write_jsonl
+from .tasks import TaskSampler
+
+__all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy"]
+
+#: Metrics that measure time, excluded when comparing runs for exact reproduction.
+TIMING_KEYS = frozenset({"time_rollout", "time_update", "time_step", "tokens_per_s"})
+
+
+def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
+    """Load the model and tokenizer from local directories, and wrap LoRA if asked."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
+    dtype = torch.bfloat16 if cfg.bf16 else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    if cfg.finetune == "lora":
+        model = apply_lora(
+            model,
+            r=cfg.lora_r,
+            alpha=cfg.lora_alpha,
+            dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules,
+        )
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()  # type: ignore[no-untyped-call]
+        if hasattr(model, "enable_input_require_grads"):
+            model.enable_input_require_grads()  # type: ignore[no-untyped-call]
+    return model, tokenizer
+
+
+def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules: list[str]) -> Any:
+    """Wrap ``model`` with peft LoRA adapters (only the adapters train)."""
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(target_modules),
+        task_type="CAUSAL_LM",
+    )
+    with warnings.catch_warnings():
+        # peft reads a property that recent transformers deprecates; not ours to fix.
+        warnings.filterwarnings(
+            "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+        )
+        return get_peft_model(model, lora)
+
+
+def _make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
+    if cfg.engine == "transformers":
+        from .engines.hf import TransformersEngine
+
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        return TransformersEngine(model, tokenizer, pad_token_id=pad, seed=cfg.seed)
+    if cfg.engine == "vllm":
+        from .engines.vllm_local import VLLMEngine
+
+        return VLLMEngine(
+            cfg.model,
+            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            enforce_eager=cfg.vllm_enforce_eager,
+            seed=cfg.seed,
+            enable_prefix_caching=cfg.vllm_enable_prefix_caching,
+            enable_sleep_mode=cfg.vllm_enable_sleep_mode,
+            max_model_len=cfg.max_context_tokens,
+        )
+    from .engines.vllm_server import VLLMServerEngine
+
+    assert cfg.engine_url is not None
+    return VLLMServerEngine(
+        cfg.engine_url, cfg.model, adapter_dir=str(Path(cfg.output_dir) / "adapters")
+    )
+
+
+def _lr_lambda(cfg: GRPOConfig, total: int) -> Any:
+    def f(step: int) -> float:
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        frac = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+        return 1.0 - frac if cfg.lr_schedule == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+
+    return f
+
+
+class GRPOTrainer:
+    """Runs a GRPO training job described by a :class:`GRPOConfig`.
+
+    Args:
+        cfg: the configuration.
+        model: a ready model (tests); loaded from ``cfg.model`` when ``None``.
+        tokenizer: its tokenizer.
+        backend: where episodes run; in-process environments when ``None`` and
+            ``cfg.env_urls`` is empty.
+        engine: the inference engine; built from ``cfg.engine`` when ``None``.
+    """
+
+    def __init__(
+        self,
+        cfg: GRPOConfig,
+        *,
+        model: Any = None,
+        tokenizer: Any = None,
+        backend: EpisodeBackend | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        import torch
+
+        self.cfg = cfg
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)
+        if model is None:
+            model, tokenizer = load_policy(cfg)
+        self.model, self.tokenizer = model, tokenizer
+        if backend is None:
+            if cfg.env_urls:
+                raise NotImplementedError("HTTP backends: pass RemoteBackend(client) as backend")
+            backend = InProcessBackend()
+        self.backend = backend
+        self.engine = engine or _make_engine(cfg, model, tokenizer)
+        self.renderer = ChatRenderer(tokenizer)
+        self.parser = make_parser(cfg.tool_parser, cfg.tag_tools)
+        self.sampling = SamplingConfig(
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            stop=tuple(cfg.stop),
+            stop_token_ids=(self.renderer.end_of_turn_id,),
+        )
+        self.budgets = Budgets(
+            cfg.max_turns,
+            cfg.max_tokens_per_turn,
+            cfg.max_tokens_per_episode,
+            cfg.max_context_tokens,
+        )
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _lr_lambda(cfg, max(cfg.max_steps, 1))
+        )
+        self.out = Path(cfg.output_dir)
+        self.step = 0
+        train, self.eval_tasks = asyncio.run(self._tasks())
+        self.sampler = TaskSampler(train, cfg.seed)
+        self.history: list[dict[str, float]] = []
+
+    async def _tasks(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        train, held = [], []
+        for env in self.cfg.env_ids:
+            ids = await self.backend.task_ids(env)
+            cut = len(ids) - self.cfg.eval_tasks if self.cfg.eval_tasks else len(ids)
+            train += [(env, t) for t in ids[:cut]]
+            held += [(env, t) for t in ids[cut:]]
+        return train, held
+
+    # ------------------------------------------------------------------ resume
+    def resume(self, path: str | Path | None = None) -> None:
+        """Restore model, optimizer, schedule, RNG, step and data position."""
+        target = Path(path) if path and path != "latest" else latest_checkpoint(self.out)
+        if target is None:
+            return
+        state = load_checkpoint(
+            target, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
+        )
+        self.step = int(state["step"])
+        self.sampler.restore(state["sampler"])
+        self.engine.policy_version = int(state.get("policy_version", self.step))
+
+    def save(self) -> Path:
+        """Checkpoint the current step."""
+        return save_checkpoint(
+            self.out / "checkpoints" / f"step-{self.step}",
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            state={
+                "step": self.step,
+                "sampler": self.sampler.state(),
+                "policy_version": self.engine.policy_version,
+                "config": self.cfg.to_dict(),
+            },
+        )
+
+    # --------------------------------------------------------------- training
+    def train(self) -> list[dict[str, float]]:
+        """Run until ``max_steps``; returns every step's metrics."""
+        if self.cfg.resume:
+            self.resume(self.cfg.resume)
+        self.out.mkdir(parents=True, exist_ok=True)
+        while self.step < self.cfg.max_steps:
+            self.train_step()
+            if self.cfg.checkpoint_interval and self.step % self.cfg.checkpoint_interval == 0:
+                self.save()
+        if self.cfg.max_steps and not self.cfg.checkpoint_interval:
+            self.save()
+        if self.cfg.progress:
+            print(file=sys.stderr)
+        return self.history
+
+    def rollout(
+        self,
+        tasks: list[tuple[str, str]],
+        *,
+        group_size: int,
+        seed: int,
+        sampling: SamplingConfig | None = None,
+        prefix: str = "",
+    ) -> list[Trajectory]:
+        """Play ``group_size`` episodes of each task."""
+        return asyncio.run(
+            run_group_batch(
+                backend=self.backend,
+                engine=self.engine,
+                renderer=self.renderer,
+                parser=self.parser,
+                sampling=sampling or self.sampling,
+                budgets=self.budgets,
+                tasks=tasks,
+                group_size=group_size,
+                seed=seed,
+                group_prefix=prefix,
+                drift_check=self.cfg.drift_check,
+                max_concurrent=self.cfg.max_concurrent_episodes,
+            )
+        )
+
+    def evaluate(self) -> float | None:
+        """Mean greedy score on the held-out tasks (errored episodes left out)."""
+        if not self.eval_tasks:
+            return None
+        greedy = SamplingConfig(
+            temperature=0.0, stop=self.sampling.stop, stop_token_ids=self.sampling.stop_token_ids
+        )
+        trajs = self.rollout(self.eval_tasks, group_size=1, seed=10_000_019, sampling=greedy)
+        vals = [t.value for t in trajs if t.value is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    def train_step(self) -> dict[str, float]:
+        """One GRPO step; appends and returns its metrics."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        tasks = self.sampler.next(cfg.tasks_per_step)
+        trajs = self.rollout(
+            tasks,
+            group_size=cfg.group_size,
+            seed=cfg.seed * 1_000_003 + self.step,
+            prefix=f"s{self.step}:",
+        )
+        t1 = time.perf_counter()
+        outcomes = [
+            Outcome(
+                t.group,
+                None
+                if t.value is None
+                else trajectory_return(
+                    t.value,
+                    t.turn_rewards,
+                    use_turn_rewards=cfg.use_turn_rewards,
+                    discount=cfg.discount,
+                ),
+                t.truncated,
+            )
+            for t in trajs
+        ]
+        adv = compute_advantages(
+            outcomes,
+            scaling=cfg.reward_scaling,
+            dynamic_sampling=cfg.dynamic_sampling,
+            mask_truncated=cfg.mask_truncated,
+        )
+        rows = [
+            (t, a)
+            for t, a, k in zip(trajs, adv.advantages, adv.keep, strict=True)
+            if k and t.generated_tokens > 0
+        ]
+        update = self._update(rows)
+        self.step += 1
+        t2 = time.perf_counter()
+        generated = sum(t.generated_tokens for t in trajs)
+        values = [t.value for t in trajs if t.value is not None]
+        metrics: dict[str, float] = {
+            "step": float(self.step),
+            "reward_mean": sum(values) / len(values) if values else 0.0,
+            "episodes": float(len(trajs)),
+            "truncated": float(sum(t.truncated for t in trajs)),
+            "parse_errors": float(sum(t.parse_errors for t in trajs)),
+            "drift": float(sum(1 for t in trajs if t.drift is not None and not t.drift.ok)),
+            "generated_tokens": float(generated),
+            "turns_mean": sum(len(t.turn_versions) for t in trajs) / max(len(trajs), 1),
+            "lr": float(self.scheduler.get_last_lr()[0]),
+            "time_rollout": t1 - t0,
+            "time_update": t2 - t1,
+            "time_step": t2 - t0,
+            "tokens_per_s": generated / max(t1 - t0, 1e-9),
+            **{f"adv/{k}": v for k, v in adv.metrics().items()},
+            **update,
+        }
+        if cfg.eval_interval and self.step % cfg.eval_interval == 0:
+            score = self.evaluate()
+            if score is not None:
+                metrics["eval_score"] = score
+        self._log(metrics, trajs)
+        return metrics
+
+    def _log(self, metrics: dict[str, float], trajs: list[Trajectory]) -> None:
+        self.history.append(metrics)
+        self.out.mkdir(parents=True, exist_ok=True)
+        with (self.out / "metrics.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self.cfg.save_trajectories:
+            write_jsonl(self.out / "trajectories.jsonl", trajs, step=self.step)
+        if self.cfg.progress:
+            bar = "#" * int(20 * self.step / max(self.cfg.max_steps, 1))
+            print(
+                f"\rstep {self.step}/{self.cfg.max_steps} [{bar:<20}] "
+                f"reward {metrics['reward_mean']:.3f} loss {metrics['loss']:+.4f} "
+                f"{metrics['tokens_per_s']:.0f} tok/s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    # ----------------------------------------------------------------- update
+    def _logps(self, batch: list[tuple[Trajectory, float]]) -> tuple[Any, Any, Any, Any]:
+        """Forward a micro-batch: (log-probs, mask, engine log-probs, advantages)."""
+        import torch
+
+        device = next(self.model.parameters()).device
+        width = max(len(t.ids) for t, _ in batch)
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.zeros((len(batch), width - 1), dtype=torch.bool)
+        eng = torch.zeros((len(batch), width - 1))
+        for i, (t, _) in enumerate(batch):
+            n = len(t.ids)
+            ids[i, :n] = torch.tensor(t.ids)
+            attn[i, :n] = 1
+            mask[i, : n - 1] = torch.tensor(t.loss_mask[1:], dtype=torch.bool)
+            eng[i, : n - 1] = torch.tensor(t.logprobs[1:])
+        ids, attn = ids.to(device), attn.to(device)
+        logits = (
+            self.model(input_ids=ids, attention_mask=attn, use_cache=False).logits[:, :-1].float()
+        )
+        if self.cfg.temperature > 0:
+            logits = logits / self.cfg.temperature
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+        adv = torch.tensor([a for _, a in batch], device=device)
+        return logp, mask.to(device), eng.to(device), adv
+
+    def _update(self, rows: list[tuple[Trajectory, float]]) -> dict[str, float]:
+        import torch
+
+        cfg = self.cfg
+        zero = {
+            "loss": 0.0,
+            "grad_norm": 0.0,
+            "updates": 0.0,
+            "trained_tokens": 0.0,
+            "clip_low": 0.0,
+            "clip_high": 0.0,
+            "clip_delta": 0.0,
+            "kl": 0.0,
+            "ratio_mean": 1.0,
+        }
+        if not rows:
+            return zero
+        mb = cfg.micro_batch_size
+        micro = [rows[i : i + mb] for i in range(0, len(rows), mb)]
+        ga = cfg.gradient_accumulation_steps or len(micro)
+        groups = [micro[i : i + ga] for i in range(0, len(micro), ga)]
+        need_old = len(groups) > 1 or cfg.tis_cap is not None
+        old: list[Any] = []
+        ref: list[Any] = []
+        if need_old or cfg.beta > 0:
+            self.model.eval()
+            with torch.no_grad():
+                for m in micro:
+                    if need_old:
+                        old.append(self._logps(m)[0])
+                    if cfg.beta > 0:
+                        ref.append(self._reference_logps(m))
+        self.model.train()
+        totals = dict.fromkeys(zero, 0.0)
+        k = 0
+        for group in groups:
+            n_tokens = float(sum(sum(t.loss_mask) for m in group for t, _ in m))
+            self.optimizer.zero_grad(set_to_none=True)
+            for m in group:
+                logp, mask, eng, adv = self._logps(m)
+                old_lp = old[k] if need_old else logp.detach()
+                is_w = None
+                if cfg.tis_cap is not None:
+                    is_w = truncated_importance_weights(old_lp, eng, mask, cap=cfg.tis_cap)
+                loss, stats = policy_loss(
+                    logp,
+                    old_lp,
+                    adv,
+                    mask,
+                    loss_type=cfg.loss_type,
+                    epsilon_low=cfg.epsilon_low,
+                    epsilon_high=cfg.epsilon_high,
+                    delta=cfg.delta,
+                    level=cfg.importance_sampling_level,
+                    ref_logp=ref[k] if ref else None,
+                    beta=cfg.beta,
+                    max_completion_length=cfg.max_tokens_per_episode,
+                    is_weights=is_w,
+                    num_items=n_tokens,
+                    accumulation_steps=len(group),
+                )
+                loss.backward()  # type: ignore[no-untyped-call]
+                totals["loss"] += float(loss.item())
+                for key in ("clip_low", "clip_high", "clip_delta", "kl", "ratio_mean"):
+                    totals[key] += stats[key] / len(micro)
+                totals["trained_tokens"] += stats["tokens"]
+                k += 1
+            clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+            norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
+            totals["grad_norm"] = max(totals["grad_norm"], float(norm))
+            self.optimizer.step()
+            self.scheduler.step()
+            totals["updates"] += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        self.engine.update_weights(self.model)
+        totals["loss"] /= len(groups)
+        return totals
+
+    def _reference_logps(self, batch: list[tuple[Trajectory, float]]) -> Any:
+        """Reference policy: the base model (adapters disabled) under LoRA."""
+        if not hasattr(self.model, "disable_adapter"):
+            raise NotImplementedError(
+                "beta > 0 with full fine-tuning needs a reference copy; use LoRA"
+            )
+        with self.model.disable_adapter():
+            return self._logps(batch)[0]
