@@ -221,6 +221,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "serve", help="serve environments over HTTP (see `gymhub serve --help`)", add_help=False
     )
     sub.add_parser(
+        "train",
+        help="train a model with GRPO (see `gymhub train --help`)",
+        add_help=False,
+    )
+    sub.add_parser(
         "sandbox",
         help="run commands in the sandbox (see `gymhub sandbox exec --help`)",
         add_help=False,
@@ -228,7 +233,11 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_DELEGATED = {"serve": "gymhub.server.cli", "sandbox": "gymhub.sandbox.cli"}
+_DELEGATED = {
+    "serve": "gymhub.server.cli",
+    "sandbox": "gymhub.sandbox.cli",
+    "train": "gymhub.trainer.cli",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,7 +51,8 @@ def launcher_argv(limits: Limits, cgroup: CallCgroup | None, nproc: int | None) 
         'n=$1; shift; while [ "$n" -gt 0 ]; do',
         f' echo $$ > "$1" || {{ echo "{_LAUNCH_MARK.decode()} cannot join $1" >&2;'
         f" exit {_LAUNCH_FAIL}; }}; shift; n=$((n-1)); done",
-        f"; ulimit -t {math.ceil(limits.cpu_s) + 1}",
+        # Soft below hard: SIGXCPU (a recognisable "CPU limit") before the hard SIGKILL.
+        f"; ulimit -H -t {math.ceil(limits.cpu_s) + 1}; ulimit -S -t {math.ceil(limits.cpu_s)}",
         f"; ulimit -f {limits.file_size_mb * 2048}",
         f"; ulimit -n {limits.open_files}",
         f"; ulimit -v {(2 * limits.memory_mb + 512) * 1024}",
