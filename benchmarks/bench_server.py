@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from gymhub.envs import make
 from gymhub.server.client import AsyncEnvClient, RemoteEpisode
@@ -43,6 +41,8 @@ class Run:
     episodes: int = 0
     errors: int = 0
     seconds: float = 0.0
+    cpu_s: float = 0.0  # this process's CPU
+    server_cpu_s: float = 0.0
     latencies: list[float] = field(default_factory=list)
 
     @property
@@ -54,6 +54,13 @@ class Run:
             return float("nan")
         xs = sorted(self.latencies)
         return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
+
+
+def cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a process (robust to a busy machine, unlike wall time)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int:
@@ -73,7 +80,7 @@ def in_process(concurrency: int, seconds: float) -> Run:
         env.reset(seed=i)
     run = Run()
     t_end = time.perf_counter() + seconds
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     i = 0
     while time.perf_counter() < t_end:
         for _ in range(256):
@@ -90,6 +97,7 @@ def in_process(concurrency: int, seconds: float) -> Run:
                 stage[i] = 0
             i = (i + 1) % concurrency
     run.seconds = time.perf_counter() - t0
+    run.cpu_s = time.process_time() - c0
     return run
 
 
@@ -114,7 +122,8 @@ class Server:
             self.proc.stdout.close()
 
 
-async def through_server(url: str, concurrency: int, seconds: float) -> Run:
+async def through_server(url: str, concurrency: int, seconds: float,
+                         server_pid: int | None = None) -> Run:
     run = Run()
     conns = min(concurrency, 256)
     async with AsyncEnvClient(url, max_connections=conns, timeout=60) as client:
@@ -139,14 +148,20 @@ async def through_server(url: str, concurrency: int, seconds: float) -> Run:
                         print(f"    first error: {type(exc).__name__}: {exc}", flush=True)
                     run.errors += 1
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
+        s0 = cpu_s(server_pid) if server_pid else 0.0
         await asyncio.gather(*(slot(k) for k in range(concurrency)))
         run.seconds = time.perf_counter() - t0
+        run.cpu_s = time.process_time() - c0
+        run.server_cpu_s = cpu_s(server_pid) - s0 if server_pid else 0.0
     return run
 
 
-async def hold(url: str, n: int) -> tuple[int, float]:
-    """Open ``n`` episodes, step each once, keep all open; returns (errors, seconds)."""
+async def hold(url: str, n: int, server_pid: int) -> tuple[int, float, int]:
+    """Open ``n`` episodes, step each once, keep all open.
+
+    Returns (errors, seconds, server RSS in KiB while all ``n`` were open).
+    """
     errors = 0
     async with AsyncEnvClient(url, max_connections=256, timeout=120) as client:
         t0 = time.perf_counter()
@@ -168,8 +183,9 @@ async def hold(url: str, n: int) -> tuple[int, float]:
         health = await client.health()
         if health["episodes_open"] != n - errors:
             errors += abs(health["episodes_open"] - (n - errors))
+        held_rss = rss_kib(server_pid)
         await asyncio.gather(*(ep.close() for ep in eps if ep is not None))
-    return errors, elapsed
+    return errors, elapsed, held_rss
 
 
 def in_process_memory(n: int) -> float:
@@ -195,22 +211,35 @@ def bench(levels: list[int], seconds: float, held: int) -> None:
               f"{'throughput ratio':>16} {'p50 ratio':>9} {'p99 ratio':>9}")
     print(header)
     print("-" * len(header))
-    server = Server("--max-episodes", str(max(held, max(levels)) + 100), "--log-level", "error")
+    server = Server("--max-episodes", str(max(levels, default=1) + 100), "--log-level", "error")
+    cpu_rows: list[tuple[int, Run, Run]] = []
     try:
         for n in levels:
             base = in_process(n, seconds)
-            remote = asyncio.run(through_server(server.url, n, seconds))
+            remote = asyncio.run(through_server(server.url, n, seconds, server.proc.pid))
+            cpu_rows.append((n, base, remote))
             print(f"{n:>8} | {base.steps_per_s:>15,.0f} {base.pct(.5):>7.3f} {base.pct(.99):>7.3f}"
                   f" | {remote.steps_per_s:>14,.0f} {remote.pct(.5):>7.2f} {remote.pct(.99):>7.2f}"
                   f" {remote.errors:>6} | {remote.steps_per_s / base.steps_per_s:>16.4f}"
-                  f" {remote.pct(.5) / base.pct(.5):>9.0f}x {remote.pct(.99) / base.pct(.99):>8.0f}x",
-                  flush=True)
-        print()
-        idle = server.rss_kib()
-        errors, elapsed = asyncio.run(hold(server.url, held))
-        full = server.rss_kib()  # measured while all episodes were open (before closes)
+                  f" {remote.pct(.5) / base.pct(.5):>9.0f}x"
+                  f" {remote.pct(.99) / base.pct(.99):>8.0f}x", flush=True)
+        print("\nCPU per step (wall-clock figures above depend on how busy the machine is):")
+        print(f"{'episodes':>8} | {'in-proc us':>10} | {'server us':>9} {'client us':>9} | "
+              f"{'server/in-proc':>14}")
+        for n, base, remote in cpu_rows:
+            b_us = base.cpu_s / base.steps * 1e6
+            s_us = remote.server_cpu_s / max(1, remote.steps) * 1e6
+            c_us = remote.cpu_s / max(1, remote.steps) * 1e6
+            print(f"{n:>8} | {b_us:>10.1f} | {s_us:>9.0f} {c_us:>9.0f} | {s_us / b_us:>13.0f}x")
+        print("(server and client CPU per step include each episode's open and close)\n")
     finally:
         server.stop()
+    fresh = Server("--max-episodes", str(held + 100), "--log-level", "error")  # clean heap
+    try:
+        idle = fresh.rss_kib()
+        errors, elapsed, full = asyncio.run(hold(fresh.url, held, fresh.proc.pid))
+    finally:
+        fresh.stop()
     per_ep_server = (full - idle) / held
     per_ep_local = in_process_memory(held)
     print(f"{held:,} concurrent open episodes: {errors} errors, opened+stepped in "
@@ -225,15 +254,16 @@ def soak(minutes: float, concurrency: int, interval: float) -> None:
     print(f"soak: {minutes:g} min at {concurrency} concurrent episodes; one line per "
           f"{interval:g} s (episodes/s should stay flat, RSS should not grow)")
     print(f"{'t (s)':>7} {'episodes/s':>11} {'steps/s':>9} {'p99 ms':>8} {'errors':>6} "
-          f"{'server RSS MiB':>14}")
+          f"{'server RSS MiB':>14} {'server CPU us/step':>18}")
     t_stop = time.monotonic() + minutes * 60
     t0 = time.monotonic()
     try:
         while time.monotonic() < t_stop:
-            r = asyncio.run(through_server(server.url, concurrency, interval))
+            r = asyncio.run(through_server(server.url, concurrency, interval, server.proc.pid))
             print(f"{time.monotonic() - t0:>7.0f} {r.episodes / r.seconds:>11,.0f} "
                   f"{r.steps_per_s:>9,.0f} {r.pct(.99):>8.2f} {r.errors:>6} "
-                  f"{server.rss_kib() / 1024:>14.1f}", flush=True)
+                  f"{server.rss_kib() / 1024:>14.1f} "
+                  f"{r.server_cpu_s / max(1, r.steps) * 1e6:>18.0f}", flush=True)
     finally:
         server.stop()
 
@@ -250,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.soak is not None:
         soak(args.soak, args.soak_concurrency, args.soak_interval)
     else:
-        bench([int(x) for x in args.levels.split(",")], args.seconds, args.held)
+        bench([int(x) for x in args.levels.split(",") if x.strip()], args.seconds, args.held)
     return 0
 
 

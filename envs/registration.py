@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from gymhub.errors import ConfigError, DuplicateEnv, EnvNotFound, RegistryError
 
@@ -149,8 +149,8 @@ class Registry:
         if "://" in env_id:
             from gymhub.server.remote import RemoteEnv
 
-            remote: TextEnv = RemoteEnv.from_url(env_id, **kwargs)
-            return remote
+            # RemoteEnv speaks the same reset/step contract but is not a TextEnv subclass.
+            return cast(TextEnv, RemoteEnv.from_url(env_id, **kwargs))
         return self.spec(env_id).make(**kwargs)
 
     def discover(self) -> list[str]:

@@ -8,9 +8,7 @@ Use::
     result = sandbox.run(["python3", "-c", "print(1)"], limits=Limits(wall_s=2))
     with sandbox.session() as s:                 # one per episode
         s.write_file("sol.py", code)
-        s.run(["python3", "sol.py"])
-        s.run_python("x = 1")                    # persistent REPL
-        s.run_python("x + 1").stdout             # b"2" + newline
+        result = s.run(["python3", "sol.py"], collect=["out.txt"])
 
 Backends: ``bwrap`` (default; :mod:`gymhub.sandbox.bwrap`), ``docker`` (Docker Engine
 API, also Podman's; :mod:`gymhub.sandbox.docker_backend`), ``local`` (no isolation,

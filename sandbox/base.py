@@ -278,9 +278,14 @@ class Session(abc.ABC):
     def run_python(self, code: str, *, timeout: float | None = None) -> PythonResult:
         """Run Python source in the session's persistent REPL (state kept between calls).
 
-        The REPL starts on first use. If the last statement is an expression its repr
-        is printed, as in a notebook. A crash, an exhausted limit or a timeout kills the
-        REPL; the result says ``restarted=True`` and the next call gets a fresh one.
+        The contract code-v0 builds on: the REPL starts on first use, inside the
+        session's sandbox, and talks to the host over pipes with length-prefixed frames.
+        If the last statement is an expression its repr is printed, as in a notebook. A
+        crash, an exhausted limit or a timeout kills the REPL; the result says
+        ``restarted=True`` and the next call gets a fresh one.
+
+        Raises:
+            NotImplementedError: no backend implements the REPL yet.
         """
         raise NotImplementedError(f"{type(self).__name__} has no persistent REPL")
 

@@ -17,8 +17,8 @@ Every call is a fresh ``bwrap`` with:
   ``/var`` and every other path simply do not exist inside.
 
 When the command ends (normally, by deadline, or by a limit) its pid namespace dies and
-the kernel kills everything left in it (daemons, zombies, fork bombs); the call's cgroup is then emptied and
-removed as a second check.
+the kernel kills everything left in it (daemons, zombies, fork bombs); the call's cgroup
+is then emptied and removed as a second check.
 """
 
 from __future__ import annotations

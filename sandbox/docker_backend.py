@@ -7,8 +7,9 @@ this backend is used.
 Each session holds one container; each call is an ``exec`` in it. Containers are
 created with ``network_mode=none``, a memory limit equal to the swap limit, a pids limit,
 a read-only root, a size-capped ``/tmp`` tmpfs, all capabilities dropped,
-``no-new-privileges``, the engine's seccomp profile without user namespaces, an init (which reaps orphans), and the session workdir, a
-size-capped tmpfs on the host, bind-mounted at ``/work``; commands run as 65534:65534.
+``no-new-privileges``, the engine's seccomp profile minus user namespaces, an init (which
+reaps orphans), and the session workdir, a size-capped tmpfs on the host, bind-mounted at
+``/work``; commands run as 65534:65534.
 Per-call limits are applied inside the exec by the same ``ulimit`` launcher as ``bwrap``.
 
 Why a pool: creating and starting a container costs a few API round trips and a runtime
@@ -34,7 +35,6 @@ import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from gymhub.errors import BackendError
@@ -50,21 +50,21 @@ from gymhub.sandbox.base import (
     Sandbox,
     Session,
 )
+from gymhub.sandbox.docker_config import find_docker_host, seccomp_profile
 from gymhub.sandbox.hostsession import BASE_ENV
-from gymhub.sandbox.process import launcher_argv
+from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv
 from gymhub.sandbox.workdir import HostWorkdir, base_dir
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox", "DockerSession", "find_docker_host"]
 
 DEFAULT_IMAGE = "gymhub-sandbox:bookworm"
 SANDBOX_USER = "65534:65534"
-_SOCKETS = ("/run/gymhub-podman.sock", "/run/podman/podman.sock", "/var/run/docker.sock")
-_SIGXCPU = 24
 
 # Runs the command under the launcher's rlimits, then kills every process of the sandbox
 # user that is left (daemons; several passes, so a fork bomb at its pids cap cannot
-# outrun it; ``kill -1`` reports success even with nothing to kill, so no loop on it), appends a trailer to stderr: a nonce,
-# the exit status, the container's OOM-kill delta and the children's CPU times.
+# outrun it; ``kill -1`` reports success even with nothing to kill, so no loop on it),
+# then appends a trailer to stderr: a nonce, the exit status, the container's OOM-kill
+# delta and the children's CPU times.
 _WRAPPER = (
     'M=$1; shift; oom() { n=0; for f in /sys/fs/cgroup/memory/memory.oom_control '
     '/sys/fs/cgroup/memory.events; do [ -r "$f" ] && while read -r k v; do '
@@ -74,52 +74,7 @@ _WRAPPER = (
 )
 
 
-_CLONE_NEWUSER = 0x10000000
-_NO_NEWUSER = [{"index": 0, "value": _CLONE_NEWUSER, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]
-
-
-def seccomp_profile() -> dict[str, Any]:
-    """The engine's default seccomp profile, minus user-namespace creation.
-
-    Docker's and Podman's defaults allow ``unshare(CLONE_NEWUSER)`` (an unprivileged
-    user can always make a user namespace, and gain capabilities inside it). This keeps
-    the default allowlist (from ``/usr/share/containers/seccomp.json`` when present, else
-    allow-all) and only allows ``clone``/``unshare`` without ``CLONE_NEWUSER``; ``clone3``
-    (whose flags seccomp cannot inspect) fails with ENOSYS, so libc falls back to ``clone``.
-    """
-    base = Path("/usr/share/containers/seccomp.json")
-    try:
-        profile: dict[str, Any] = json.loads(base.read_text())
-    except (OSError, ValueError):
-        profile = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}
-    guarded = {"clone", "clone3", "unshare"}
-    rules = []
-    for rule in profile.get("syscalls", []):
-        if rule.get("action") == "SCMP_ACT_ALLOW":
-            rule = {**rule, "names": [n for n in rule.get("names", []) if n not in guarded]}
-        rules.append(rule)
-    rules += [
-        {"names": ["clone", "unshare"], "action": "SCMP_ACT_ALLOW", "args": _NO_NEWUSER},
-        {"names": ["clone", "unshare"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
-         "args": [{**_NO_NEWUSER[0], "valueTwo": _CLONE_NEWUSER}]},
-        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
-    ]
-    profile["syscalls"] = rules
-    return profile
-
-
 _KILL_ALL = "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"
-
-
-def find_docker_host() -> str | None:
-    """``$DOCKER_HOST``, else the first existing Podman/Docker socket, as a URL."""
-    env = os.environ.get("DOCKER_HOST")
-    if env:
-        return env
-    for path in _SOCKETS:
-        if os.path.exists(path):
-            return f"unix://{path}"
-    return None
 
 
 _available: dict[str, bool] = {}
@@ -163,7 +118,7 @@ class DockerSandbox(Sandbox):
         try:
             import docker
         except ImportError as exc:
-            raise BackendError("the docker backend needs the docker SDK: pip install docker") from exc
+            raise BackendError("the docker backend needs the SDK: pip install docker") from exc
         self._docker = docker
         url = base_url or find_docker_host()
         if url is None:
@@ -180,11 +135,22 @@ class DockerSandbox(Sandbox):
             raise BackendError(f"Docker API at {url} unusable: {exc}") from exc
         self.api = self.client.api
         self._seccomp = self._seccomp_option()
+        self._reap_stale()
         self.pool_size = pool_size
         self.max_uses = max_uses
         self._pool: list[_Box] = []
         self._lock = threading.Lock()
         self._closed = False
+
+    def _reap_stale(self) -> None:
+        """Remove containers left by gymhub processes that died without closing."""
+        with contextlib.suppress(Exception):
+            for ct in self.client.containers.list(all=True, filters={"label": "gymhub.sandbox"}):
+                owner = str(ct.labels.get("gymhub.owner", ""))
+                if owner.isdigit() and (int(owner) == os.getpid() or _pid_alive(int(owner))):
+                    continue
+                with contextlib.suppress(Exception):
+                    ct.remove(force=True)
 
     def _seccomp_option(self) -> str:
         """``seccomp=...``: Podman's API wants a path on its host, Docker's the JSON itself."""
@@ -235,7 +201,8 @@ class DockerSandbox(Sandbox):
                 pids_limit=limits.pids, read_only=True,
                 tmpfs={"/tmp": f"size={limits.tmp_mb}m,mode=1777,nosuid,nodev"},
                 volumes={str(workdir.path): {"bind": WORKDIR, "mode": "rw"}},
-                working_dir=WORKDIR, cap_drop=["ALL"], security_opt=["no-new-privileges", self._seccomp],
+                working_dir=WORKDIR, cap_drop=["ALL"],
+                security_opt=["no-new-privileges", self._seccomp],
                 # Podman adds its own RLIMIT_NPROC (which runc fails to set) unless told.
                 ulimits=[ul(name="nproc", soft=4096, hard=4096),
                          ul(name="nofile", soft=limits.open_files, hard=limits.open_files),
@@ -520,7 +487,7 @@ class _Exec:
             exit_code, sig = None, rc - 128
         if limit is not None:
             exit_code, sig = None, 9
-        if limit is None and sig == _SIGXCPU:
+        if limit is None and hit_cpu_rlimit(sig, cpu_ms, self.limits):
             limit = LIMIT_CPU
         if limit is None and oom > 0 and sig is not None:
             limit = LIMIT_MEMORY
@@ -531,6 +498,16 @@ class _Exec:
             "pids_exhausted": False, "limit": limit,
             "wall_ms": (time.monotonic() - start) * 1000, "cpu_ms": cpu_ms,
         }
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _box_limits(box: _Box, limits: Limits) -> Limits:

@@ -20,16 +20,13 @@ from gymhub.sandbox.base import (
     ExecResult,
     Files,
     Limits,
-    PythonResult,
     Session,
 )
 from gymhub.sandbox.cgroups import CallCgroup, Cgroups
-from gymhub.sandbox.process import launcher_argv, run_monitored
+from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv, run_monitored
 from gymhub.sandbox.workdir import HostWorkdir
 
 __all__ = ["BASE_ENV", "HostSession"]
-
-_SIGXCPU = 24
 
 #: Environment every command starts with (the host's own is never passed through).
 BASE_ENV: dict[str, str] = {
@@ -63,7 +60,6 @@ class HostSession(Session):
             self.workdir = HostWorkdir(limits.workdir_mb, uid, gid)
         except OSError as exc:
             raise BackendError(f"cannot create a workdir: {exc}") from exc
-        self._repl: object | None = None
 
     # -- what subclasses provide --------------------------------------------------------
     @abc.abstractmethod
@@ -134,7 +130,8 @@ class HostSession(Session):
                     cgroup.remove()
             collected = self.workdir.collect(tuple(collect), lim.file_size_mb << 20)
         limit = outcome.limit
-        if limit is None and outcome.signal == _SIGXCPU:  # RLIMIT_CPU, the second layer
+        cpu_ms = cpu if cpu is not None else outcome.rusage_cpu_ms
+        if limit is None and hit_cpu_rlimit(outcome.signal, cpu_ms, lim):  # second layer
             limit = LIMIT_CPU
         if oom and limit is None and outcome.signal is not None:
             limit = LIMIT_MEMORY
@@ -150,7 +147,7 @@ class HostSession(Session):
             pids_exhausted=pids_hit,
             limit=limit,
             wall_ms=outcome.wall_ms,
-            cpu_ms=cpu if cpu is not None else outcome.rusage_cpu_ms,
+            cpu_ms=cpu_ms,
             files=collected,
             backend=self.backend,
         )
@@ -173,26 +170,12 @@ class HostSession(Session):
             self._check_open()
             return self.workdir.list_files()
 
-    def run_python(self, code: str, *, timeout: float | None = None) -> PythonResult:
-        """Run code in the session's persistent REPL (see :meth:`Session.run_python`)."""
-        from gymhub.sandbox.repl import Repl
-
-        with self._lock:
-            self._check_open()
-            if self._repl is None:
-                self._repl = Repl(self)
-            assert isinstance(self._repl, Repl)
-            return self._repl.execute(code, timeout=timeout)
-
     def close(self) -> None:
-        """Stop the REPL, then delete the workdir (idempotent)."""
+        """Delete the workdir (idempotent); no process of the session outlives a call."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            repl, self._repl = self._repl, None
-            if repl is not None:
-                repl.close()  # type: ignore[attr-defined]
             self.workdir.remove()
 
     @property

@@ -29,7 +29,7 @@ from gymhub.errors import BackendError
 from gymhub.sandbox.base import LIMIT_CPU, LIMIT_OUTPUT, LIMIT_WALL, Limits
 from gymhub.sandbox.cgroups import CallCgroup
 
-__all__ = ["Outcome", "launcher_argv", "run_monitored"]
+__all__ = ["Outcome", "hit_cpu_rlimit", "launcher_argv", "rlimit_cpu_s", "run_monitored"]
 
 #: Exit status the launcher uses when it could not join a cgroup (with a marker on stderr).
 _LAUNCH_FAIL = 125
@@ -51,8 +51,8 @@ def launcher_argv(limits: Limits, cgroup: CallCgroup | None, nproc: int | None) 
         'n=$1; shift; while [ "$n" -gt 0 ]; do',
         f' echo $$ > "$1" || {{ echo "{_LAUNCH_MARK.decode()} cannot join $1" >&2;'
         f" exit {_LAUNCH_FAIL}; }}; shift; n=$((n-1)); done",
-        # Soft below hard: SIGXCPU (a recognisable "CPU limit") before the hard SIGKILL.
-        f"; ulimit -H -t {math.ceil(limits.cpu_s) + 1}; ulimit -S -t {math.ceil(limits.cpu_s)}",
+        # With a cgroup the parent's CPU polling is the limit and RLIMIT_CPU a backstop.
+        f"; ulimit -t {rlimit_cpu_s(limits) + (1 if cgroup is not None else 0)}",
         f"; ulimit -f {limits.file_size_mb * 2048}",
         f"; ulimit -n {limits.open_files}",
         f"; ulimit -v {(2 * limits.memory_mb + 512) * 1024}",
@@ -62,6 +62,20 @@ def launcher_argv(limits: Limits, cgroup: CallCgroup | None, nproc: int | None) 
         cmds.append(f"; ulimit -p {nproc}")
     cmds.append('; exec "$@"')
     return ["/bin/sh", "-c", "".join(cmds), "gymhub-launch", str(len(procs)), *procs]
+
+
+def rlimit_cpu_s(limits: Limits) -> int:
+    """RLIMIT_CPU for a call: the CPU budget rounded up (the kernel counts whole seconds)."""
+    return math.ceil(limits.cpu_s)
+
+
+def hit_cpu_rlimit(signal_: int | None, cpu_ms: float, limits: Limits) -> bool:
+    """Whether a death by SIGXCPU/SIGKILL is the CPU rlimit, judged by the CPU time used.
+
+    dash sets soft = hard, so the kernel may deliver either signal.
+    """
+    # The kernel's per-process CPU clock and the accounting we read differ by a few ticks.
+    return signal_ in (9, 24) and cpu_ms >= limits.cpu_s * 1000 * 0.8
 
 
 @dataclass

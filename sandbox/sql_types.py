@@ -150,8 +150,15 @@ class SqlDatabase(Protocol):
 class DatabaseSource(Protocol):
     """Something that can open a fresh, private :class:`SqlDatabase` (a verifier's state)."""
 
-    key: str
-    role: str
+    @property
+    def key(self) -> str:
+        """Stable cache key, e.g. ``retail/seed=1/scale=1``."""
+        ...
+
+    @property
+    def role(self) -> str:
+        """``fixture`` or ``perturbed``."""
+        ...
 
     def open(self) -> SqlDatabase:
         """Open a new database handle; the caller closes it."""

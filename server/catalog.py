@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from gymhub.envs import EnvSpec, Registry, TextEnv
-from gymhub.errors import ConfigError
+from gymhub.errors import ConfigError, EnvNotFound
 from gymhub.types import Score
 
 from .wire import jsonable
@@ -89,5 +89,5 @@ class Catalog:
         probe = self._probes.get(env_id)
         if probe is None:
             self.registry.spec(env_id)  # raises EnvNotFound with suggestions
-            raise ConfigError(f"environment {env_id!r} is not served here")
+            raise EnvNotFound(f"environment {env_id!r} is not served here")
         return probe

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gymhub.envs import Registry, TextEnv
-from gymhub.errors import ConfigError, EpisodeFinished, GymhubError, TaskNotFound
+from gymhub.errors import ConfigError, EnvNotFound, EpisodeFinished, GymhubError, TaskNotFound
 from gymhub.types import Message, Score
 
 from .catalog import Catalog
@@ -51,7 +51,7 @@ from .errors import (
 )
 from .metrics import Metrics
 from .wire import dumps, jsonable
-from .workers import Workers
+from .workers import Closable, Workers
 
 __all__ = ["Episode", "EpisodeManager"]
 
@@ -264,7 +264,7 @@ class EpisodeManager:
         if env_id not in self.specs:
             self.registry.spec(env_id)  # raises EnvNotFound with suggestions
             served = ", ".join(self.specs)
-            raise ConfigError(f"environment {env_id!r} is not served here; served: {served}")
+            raise EnvNotFound(f"environment {env_id!r} is not served here; served: {served}")
         if request_id is not None:
             known = self._by_request(request_id)
             if known is not None:
@@ -287,8 +287,11 @@ class EpisodeManager:
         except BaseException as exc:
             self.live -= 1
             if waiter is not None:
-                waiter.set_exception(exc)
-                waiter.exception()  # mark retrieved: nobody may be waiting
+                if isinstance(exc, Exception):
+                    waiter.set_exception(exc)
+                    waiter.exception()  # mark retrieved: nobody may be waiting
+                else:
+                    waiter.cancel()
             raise
         finally:
             if request_id is not None:
@@ -402,7 +405,7 @@ class EpisodeManager:
                           "observation": [m.to_dict() for m in obs], "info": jsonable(info)})
 
         try:
-            reply = await self._run(recycled, work)
+            reply = await self._run(_Holder(holder), work)
         except (TaskNotFound, ConfigError):
             if holder:
                 self._give_back(env_id, holder[0])
@@ -426,7 +429,7 @@ class EpisodeManager:
         self.metrics.episodes_created.labels(env_id).inc()
         return reply
 
-    async def _run(self, env: TextEnv | None, fn: Callable[[], T]) -> T:
+    async def _run(self, env: Closable | None, fn: Callable[[], T]) -> T:
         """Run blocking ``fn`` in the pool; on a timeout ``env`` is closed when it returns."""
         self._ensure_started()
         return await self.pool.run(fn, on_timeout=env)
@@ -509,3 +512,14 @@ def _step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]
     }
     ended = "terminated" if terminated else "truncated" if truncated else None
     return dumps(body), ended
+
+
+class _Holder:
+    """Closes whatever environment a timed-out creation had built by the time it returns."""
+
+    def __init__(self, envs: list[TextEnv]) -> None:
+        self.envs = envs
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

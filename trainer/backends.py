@@ -2,17 +2,18 @@
 
 A rollout talks to environments only through :class:`EpisodeBackend`: create an
 episode, step it with an assistant message, close it. :class:`InProcessBackend` runs
-registered environments in this process (tests, small runs); the HTTP server's async
-client plugs in through :class:`RemoteBackend`, which adapts any object with the same
-three coroutines, so the rollout cannot tell them apart. Blocking environment work runs
+registered environments in this process (tests, small runs); :class:`RemoteBackend`
+runs them on environment servers through the HTTP client's pool, so the rollout
+cannot tell them apart. Blocking environment work runs
 in worker threads, never on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,7 +74,7 @@ class InProcessBackend:
         self._kwargs = {k: dict(v) for k, v in (env_kwargs or {}).items()}
         self._episodes: dict[str, Any] = {}
         self._ids = itertools.count()
-        self._task_cache: dict[str, list[str]] = {}
+        self._task_cache: dict[str, list[dict[str, Any]]] = {}
 
     def _make(self, env_id: str) -> Any:
         return self._factory(env_id, **self._kwargs.get(env_id, {}))
@@ -106,13 +107,19 @@ class InProcessBackend:
         if env is not None:
             await asyncio.to_thread(env.close)
 
-    async def task_ids(self, env_id: str) -> list[str]:
-        """Task ids from a throwaway instance (cached)."""
+    async def tasks(self, env_id: str) -> list[dict[str, Any]]:
+        """``{"id", "meta"}`` of every task, from a throwaway instance (cached)."""
         if env_id not in self._task_cache:
             env = await asyncio.to_thread(self._make, env_id)
-            self._task_cache[env_id] = [t.id for t in env.tasks]
+            self._task_cache[env_id] = [
+                {"id": t.id, "meta": dict(getattr(t, "meta", None) or {})} for t in env.tasks
+            ]
             await asyncio.to_thread(env.close)
-        return list(self._task_cache[env_id])
+        return [dict(t) for t in self._task_cache[env_id]]
+
+    async def task_ids(self, env_id: str) -> list[str]:
+        """Task ids, in the environment's order."""
+        return [str(t["id"]) for t in await self.tasks(env_id)]
 
     @property
     def open_episodes(self) -> int:
@@ -121,54 +128,88 @@ class InProcessBackend:
 
 
 class RemoteBackend:
-    """Adapter for the HTTP client (``gymhub.server.client``).
+    """Episodes on environment servers, through :class:`gymhub.server.pool.EnvPool`.
 
-    The client is duck-typed: it needs coroutines ``create_episode(env, seed=,
-    task_id=)`` returning an object or dict with ``episode_id``, ``observation``,
-    ``info``; ``step(episode_id, action)`` returning a ``StepResult`` (or its dict);
-    ``close_episode(episode_id)``; and optionally ``list_tasks(env)``.
+    The pool spreads new episodes over ``urls`` and keeps each one on its server; the
+    :class:`~gymhub.server.client.RemoteEpisode` it returns numbers the steps, so a
+    retried step is never applied twice. httpx connections and asyncio semaphores
+    belong to one event loop, and the learner runs each rollout in its own
+    ``asyncio.run``, so the pool is made lazily in the running loop and
+    :meth:`aclose` (which the trainer awaits at the end of every run) releases it;
+    the next loop gets a fresh one. Task lists are cached across loops.
+
+    Args:
+        urls: ``http://host:port`` of each server (they serve the same environments).
+        pool_factory: builds the pool from ``urls`` (tests; defaults to ``EnvPool``).
+        **client_kwargs: :class:`~gymhub.server.client.ClientConfig` fields
+            (``token``, ``timeout``, ``retries`` ...).
     """
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        pool_factory: Callable[..., Any] | None = None,
+        **client_kwargs: Any,
+    ) -> None:
+        if not urls:
+            raise ValueError("RemoteBackend needs at least one server URL")
+        self.urls = list(urls)
+        self._factory = pool_factory
+        self._client_kwargs = client_kwargs
+        self._pool: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._episodes: dict[str, Any] = {}
+        self._task_cache: dict[str, list[dict[str, Any]]] = {}
+
+    def _current(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._loop is not loop:
+            factory = self._factory
+            if factory is None:
+                from gymhub.server.pool import EnvPool
+
+                factory = EnvPool
+            self._pool, self._loop = factory(self.urls, **self._client_kwargs), loop
+            self._episodes = {}
+        return self._pool
 
     async def create(
         self, env_id: str, *, task_id: str | None = None, seed: int | None = None
     ) -> EpisodeStart:
-        """Create a remote episode."""
-        out = await self.client.create_episode(env_id, seed=seed, task_id=task_id)
-        data = out if isinstance(out, Mapping) else vars(out)
-        obs = [m if isinstance(m, Message) else Message.from_dict(m) for m in data["observation"]]
-        return EpisodeStart(str(data["episode_id"]), obs, dict(data.get("info") or {}))
+        """Open an episode on the least-loaded server."""
+        episode = await self._current().open(env_id, seed=seed, task_id=task_id)
+        key = f"{id(episode.client)}/{episode.id}"  # ids are unique per server only
+        self._episodes[key] = episode
+        return EpisodeStart(key, list(episode.observation), dict(episode.info))
 
     async def step(self, episode_id: str, action: Message) -> StepResult:
-        """Step a remote episode (the client handles retries and ``seq``)."""
-        out = await self.client.step(episode_id, action)
-        if isinstance(out, StepResult):
-            return out
-        data = out if isinstance(out, Mapping) else vars(out)
-        obs = [m if isinstance(m, Message) else Message.from_dict(m) for m in data["observation"]]
-        info = dict(data.get("info") or {})
-        score = info.get("score")
-        if isinstance(score, Mapping):
-            from gymhub.types import Score
-
-            info["score"] = Score.from_dict(score)
-        return StepResult(
-            obs, float(data["reward"]), bool(data["terminated"]), bool(data["truncated"]), info
-        )
+        """Step the episode on the server that holds it."""
+        result: StepResult = await self._episodes[episode_id].step(action)
+        return result
 
     async def close(self, episode_id: str) -> None:
-        """Close a remote episode."""
-        await self.client.close_episode(episode_id)
+        """Close the episode on its server (idempotent)."""
+        episode = self._episodes.pop(episode_id, None)
+        if episode is not None:
+            await episode.close()
+
+    async def tasks(self, env_id: str) -> list[dict[str, Any]]:
+        """``{"id", "meta"}`` of every task of ``env_id`` (from the first server; cached)."""
+        if env_id not in self._task_cache:
+            self._task_cache[env_id] = list(await self._current().clients[0].tasks(env_id))
+        return [dict(t) for t in self._task_cache[env_id]]
 
     async def task_ids(self, env_id: str) -> list[str]:
-        """Task ids, when the client can list them.
+        """Every task id of ``env_id``, in the server's order."""
+        return [str(t["id"]) for t in await self.tasks(env_id)]
 
-        Raises:
-            NotImplementedError: the client cannot list tasks.
-        """
-        lister = getattr(self.client, "list_tasks", None)
-        if lister is None:
-            raise NotImplementedError("this client cannot list tasks; set them in the config")
-        return [str(t) for t in await lister(env_id)]
+    async def aclose(self) -> None:
+        """Close open episodes and the pool of this event loop."""
+        pool, self._pool, self._loop = self._pool, None, None
+        episodes, self._episodes = list(self._episodes.values()), {}
+        for episode in episodes:
+            with contextlib.suppress(Exception):  # the server's TTL reaper is the backstop
+                await episode.close()
+        if pool is not None:
+            await pool.aclose()

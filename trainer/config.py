@@ -76,7 +76,28 @@ class GRPOConfig:
             "(e.g. {sql = 'query:sql', submit = 'submit:answer'})."
         },
     )
-    eval_tasks: int = _f(0, "Tasks per environment held out for evaluation (never trained on).")
+    eval_tasks: int = _f(
+        0,
+        "Tasks per environment held out for evaluation (never trained on): those whose "
+        "hash of 'env/task_id' sorts first, so the split does not depend on task order.",
+    )
+    task_filter: dict[str, str] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Keep only tasks whose meta[key] is one of the comma-separated values "
+            "(e.g. {difficulty = 'easy', schema = 'retail,hr'}); applied before the split."
+        },
+    )
+    instructions: str = _f(
+        "",
+        "Text appended to the environment's system message (e.g. the answer format the "
+        "tool parser expects); part of the prompt the model is trained on.",
+    )
+    render_tools: bool = _f(
+        True,
+        "Pass the environment's tool schemas to the chat template (off for tag-style "
+        "parsing, where they only lengthen the prompt).",
+    )
     # --- sampling and budgets
     group_size: int = _f(4, "G: episodes per task; they share the GRPO baseline.")
     tasks_per_step: int = _f(
@@ -156,6 +177,12 @@ class GRPOConfig:
         "warn", "Compare each episode's ids with a full render: report, raise, or skip."
     )
     progress: bool = _f(True, "Show a progress line on stderr.")
+    report: bool = _f(
+        True, "At the end, write report.json and a reward-curve PNG to output_dir."
+    )
+    tensorboard: bool = _f(
+        True, "Also log scalars to output_dir/tensorboard when TensorBoard is installed."
+    )
 
     def __post_init__(self) -> None:
         self.validate()

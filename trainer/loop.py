@@ -18,110 +18,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .advantages import Outcome, compute_advantages, trajectory_return
-from .backends import EpisodeBackend, InProcessBackend
+from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
 from .chat import ChatRenderer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .engines.base import Engine, SamplingConfig
+from .evaluate import EvalResult, run_eval
 from .losses import policy_loss, truncated_importance_weights
 from .parsers import make_parser
+from .policy import apply_lora, load_policy, lr_lambda, make_engine
 from .rollout import Budgets, Trajectory, run_group_batch, write_jsonl
-from .tasks import TaskSampler
+from .tasks import TaskSampler, select_tasks
 
-__all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy"]
+__all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy", "select_tasks"]
+
+_T = TypeVar("_T")
 
 #: Metrics that measure time, excluded when comparing runs for exact reproduction.
 TIMING_KEYS = frozenset({"time_rollout", "time_update", "time_step", "tokens_per_s"})
-
-
-def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
-    """Load the model and tokenizer from local directories, and wrap LoRA if asked."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
-    dtype = torch.bfloat16 if cfg.bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
-    if cfg.finetune == "lora":
-        model = apply_lora(
-            model,
-            r=cfg.lora_r,
-            alpha=cfg.lora_alpha,
-            dropout=cfg.lora_dropout,
-            target_modules=cfg.lora_target_modules,
-        )
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()  # type: ignore[no-untyped-call]
-        if hasattr(model, "enable_input_require_grads"):
-            model.enable_input_require_grads()  # type: ignore[no-untyped-call]
-    return model, tokenizer
-
-
-def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules: list[str]) -> Any:
-    """Wrap ``model`` with peft LoRA adapters (only the adapters train)."""
-    import warnings
-
-    from peft import LoraConfig, get_peft_model
-
-    lora = LoraConfig(
-        r=r,
-        lora_alpha=alpha,
-        lora_dropout=dropout,
-        target_modules=list(target_modules),
-        task_type="CAUSAL_LM",
-    )
-    with warnings.catch_warnings():
-        # peft reads a property that recent transformers deprecates; not ours to fix.
-        warnings.filterwarnings(
-            "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
-        )
-        return get_peft_model(model, lora)
-
-
-def _make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
-    if cfg.engine == "transformers":
-        from .engines.hf import TransformersEngine
-
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        return TransformersEngine(model, tokenizer, pad_token_id=pad, seed=cfg.seed)
-    if cfg.engine == "vllm":
-        from .engines.vllm_local import VLLMEngine
-
-        return VLLMEngine(
-            cfg.model,
-            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-            enforce_eager=cfg.vllm_enforce_eager,
-            seed=cfg.seed,
-            enable_prefix_caching=cfg.vllm_enable_prefix_caching,
-            enable_sleep_mode=cfg.vllm_enable_sleep_mode,
-            max_model_len=cfg.max_context_tokens,
-        )
-    from .engines.vllm_server import VLLMServerEngine
-
-    assert cfg.engine_url is not None
-    return VLLMServerEngine(
-        cfg.engine_url, cfg.model, adapter_dir=str(Path(cfg.output_dir) / "adapters")
-    )
-
-
-def _lr_lambda(cfg: GRPOConfig, total: int) -> Any:
-    def f(step: int) -> float:
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        if cfg.lr_schedule == "constant":
-            return 1.0
-        frac = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
-        return 1.0 - frac if cfg.lr_schedule == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
-
-    return f
 
 
 class GRPOTrainer:
@@ -131,8 +53,8 @@ class GRPOTrainer:
         cfg: the configuration.
         model: a ready model (tests); loaded from ``cfg.model`` when ``None``.
         tokenizer: its tokenizer.
-        backend: where episodes run; in-process environments when ``None`` and
-            ``cfg.env_urls`` is empty.
+        backend: where episodes run; when ``None``, the servers of ``cfg.env_urls``
+            over HTTP, or in-process environments when that list is empty.
         engine: the inference engine; built from ``cfg.engine`` when ``None``.
     """
 
@@ -154,11 +76,9 @@ class GRPOTrainer:
             model, tokenizer = load_policy(cfg)
         self.model, self.tokenizer = model, tokenizer
         if backend is None:
-            if cfg.env_urls:
-                raise NotImplementedError("HTTP backends: pass RemoteBackend(client) as backend")
-            backend = InProcessBackend()
+            backend = RemoteBackend(cfg.env_urls) if cfg.env_urls else InProcessBackend()
         self.backend = backend
-        self.engine = engine or _make_engine(cfg, model, tokenizer)
+        self.engine = engine or make_engine(cfg, model, tokenizer)
         self.renderer = ChatRenderer(tokenizer)
         self.parser = make_parser(cfg.tool_parser, cfg.tag_tools)
         self.sampling = SamplingConfig(
@@ -178,22 +98,33 @@ class GRPOTrainer:
             self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, _lr_lambda(cfg, max(cfg.max_steps, 1))
+            self.optimizer, lr_lambda(cfg, max(cfg.max_steps, 1))
         )
         self.out = Path(cfg.output_dir)
         self.step = 0
-        train, self.eval_tasks = asyncio.run(self._tasks())
+        train, self.eval_tasks = self._run(
+            lambda: select_tasks(self.backend, cfg.env_ids, cfg.task_filter, cfg.eval_tasks)
+        )
         self.sampler = TaskSampler(train, cfg.seed)
         self.history: list[dict[str, float]] = []
+        self._tb: Any = None
 
-    async def _tasks(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        train, held = [], []
-        for env in self.cfg.env_ids:
-            ids = await self.backend.task_ids(env)
-            cut = len(ids) - self.cfg.eval_tasks if self.cfg.eval_tasks else len(ids)
-            train += [(env, t) for t in ids[:cut]]
-            held += [(env, t) for t in ids[cut:]]
-        return train, held
+    def _run(self, make: Callable[[], Awaitable[_T]]) -> _T:
+        """Run a coroutine in a fresh event loop, then release the backend's connections.
+
+        Each rollout gets its own loop (``asyncio.run``); HTTP connection pools belong to
+        one loop, so a backend with ``aclose`` is closed before its loop goes away.
+        """
+
+        async def main() -> _T:
+            try:
+                return await make()
+            finally:
+                closer = getattr(self.backend, "aclose", None)
+                if closer is not None:
+                    await closer()
+
+        return asyncio.run(main())
 
     # ------------------------------------------------------------------ resume
     def resume(self, path: str | Path | None = None) -> None:
@@ -237,6 +168,13 @@ class GRPOTrainer:
             self.save()
         if self.cfg.progress:
             print(file=sys.stderr)
+        if self.cfg.report and self.history:
+            from .report import write_report
+
+            write_report(self.out, self.history)
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
         return self.history
 
     def rollout(
@@ -249,8 +187,8 @@ class GRPOTrainer:
         prefix: str = "",
     ) -> list[Trajectory]:
         """Play ``group_size`` episodes of each task."""
-        return asyncio.run(
-            run_group_batch(
+        return self._run(
+            lambda: run_group_batch(
                 backend=self.backend,
                 engine=self.engine,
                 renderer=self.renderer,
@@ -263,6 +201,8 @@ class GRPOTrainer:
                 group_prefix=prefix,
                 drift_check=self.cfg.drift_check,
                 max_concurrent=self.cfg.max_concurrent_episodes,
+                instructions=self.cfg.instructions,
+                render_tools=self.cfg.render_tools,
             )
         )
 
@@ -270,12 +210,20 @@ class GRPOTrainer:
         """Mean greedy score on the held-out tasks (errored episodes left out)."""
         if not self.eval_tasks:
             return None
-        greedy = SamplingConfig(
-            temperature=0.0, stop=self.sampling.stop, stop_token_ids=self.sampling.stop_token_ids
+        return self.evaluate_tasks(self.eval_tasks).mean
+
+    def evaluate_tasks(self, tasks: list[tuple[str, str]]) -> EvalResult:
+        """Greedy decoding, one episode per task: mean, standard error, errors, speed."""
+        return self._run(
+            lambda: run_eval(
+                backend=self.backend,
+                engine=self.engine,
+                renderer=self.renderer,
+                parser=self.parser,
+                cfg=self.cfg,
+                tasks=tasks,
+            )
         )
-        trajs = self.rollout(self.eval_tasks, group_size=1, seed=10_000_019, sampling=greedy)
-        vals = [t.value for t in trajs if t.value is not None]
-        return sum(vals) / len(vals) if vals else None
 
     def train_step(self) -> dict[str, float]:
         """One GRPO step; appends and returns its metrics."""
@@ -349,6 +297,13 @@ class GRPOTrainer:
         self.out.mkdir(parents=True, exist_ok=True)
         with (self.out / "metrics.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(metrics) + "\n")
+        if self.cfg.tensorboard:
+            from .report import tensorboard_writer
+
+            self._tb = self._tb or tensorboard_writer(self.out / "tensorboard")
+            if self._tb is not None:
+                for key, value in metrics.items():
+                    self._tb.add_scalar(key, value, self.step)
         if self.cfg.save_trajectories:
             write_jsonl(self.out / "trajectories.jsonl", trajs, step=self.step)
         if self.cfg.progress:
@@ -476,3 +431,4 @@ class GRPOTrainer:
             )
         with self.model.disable_adapter():
             return self._logps(batch)[0]
+

@@ -43,6 +43,7 @@ __all__ = [
     "Trajectory",
     "run_episode",
     "run_group_batch",
+    "with_instructions",
     "write_jsonl",
 ]
 
@@ -208,6 +209,8 @@ class _Ctx:
     parser: ToolCallParser
     budgets: Budgets
     drift_check: str
+    instructions: str = ""
+    render_tools: bool = True
 
 
 def _shaping(reward: float, score: Score | None, final: bool) -> float:
@@ -227,8 +230,8 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
     try:
         start = await ctx.backend.create(traj.env_id, task_id=traj.task_id, seed=seed)
         episode_id = start.episode_id
-        tools = start.info.get("tools") or None
-        traj.messages = list(start.observation)
+        tools = (start.info.get("tools") or None) if ctx.render_tools else None
+        traj.messages = with_instructions(start.observation, ctx.instructions)
         traj.ids = ctx.renderer.prompt_ids(traj.messages, tools)
         traj.loss_mask = [0] * len(traj.ids)
         traj.logprobs = [0.0] * len(traj.ids)
@@ -304,6 +307,22 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
     return traj
 
 
+def with_instructions(messages: Sequence[Message], instructions: str) -> list[Message]:
+    """Append learner-side instructions (e.g. the answer format) to the system message.
+
+    The environment does not know which text format the learner parses (DESIGN.md §3),
+    so the learner says it. A conversation without a system message gets one.
+    """
+    out = list(messages)
+    if not instructions:
+        return out
+    if out and out[0].role == "system":
+        out[0] = Message(role="system", content=f"{out[0].content}\n\n{instructions}")
+    else:
+        out.insert(0, Message(role="system", content=instructions))
+    return out
+
+
 def _rendered(traj: Trajectory) -> list[Message]:
     """The messages whose render the ids must equal (everything up to the last turn)."""
     last = max((i for i, m in enumerate(traj.messages) if m.role == "assistant"), default=-1)
@@ -324,13 +343,16 @@ async def run_group_batch(
     group_prefix: str = "",
     drift_check: str = "warn",
     max_concurrent: int = 64,
+    instructions: str = "",
+    render_tools: bool = True,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each ``(env_id, task_id)``, concurrently.
 
     Episodes are numbered in order (task by task), which fixes batch order and seeds.
+    ``instructions`` and ``render_tools`` shape the prompt (see :func:`with_instructions`).
     """
     gen = LockstepGenerator(engine, sampling)
-    ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check)
+    ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check, instructions, render_tools)
     trajs = [
         Trajectory(
             env_id=env,

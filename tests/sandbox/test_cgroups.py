@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gymhub.sandbox import Limits
+from gymhub.sandbox.bwrap import BwrapSandbox
+from gymhub.sandbox.cgroups import detect
+
+pytestmark = pytest.mark.skipif(not BwrapSandbox.available(), reason="bubblewrap missing")
+
+
+def test_detection_reports_a_reason() -> None:
+    found, reason = detect()
+    assert reason
+    if os.geteuid() != 0:
+        assert found is None
+
+
+def test_per_call_cgroup_counts_cpu_and_is_removed() -> None:
+    sb = BwrapSandbox(Limits(wall_s=5))
+    if sb.cgroups is None:
+        pytest.skip(sb.cgroup_reason)
+    res = sb.run(["python3", "-c", "sum(range(3 * 10**6))"])
+    assert res.ok and res.cpu_ms > 10
+    for parent in sb.cgroups.parents.values():
+        assert [p for p in parent.iterdir() if p.is_dir()] == []
+
+
+def test_without_cgroups_rlimits_still_stop_a_fork_bomb() -> None:
+    sb = BwrapSandbox(Limits(wall_s=2, cpu_s=2, pids=16), cgroups=False)
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    res = sb.run(["python3", "-c", code])
+    assert not res.ok
+    assert sb.run(["echo", "ok"]).stdout == b"ok\n"

@@ -1,0 +1,98 @@
+"""Loading the policy: model, tokenizer, LoRA adapters, the engine and the LR schedule.
+
+Kept apart from the loop so that evaluation (:mod:`gymhub.trainer.evaluate`) and the
+demo load a model exactly the way training does.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .config import GRPOConfig
+from .engines.base import Engine
+
+__all__ = ["apply_lora", "load_policy", "lr_lambda", "make_engine"]
+
+
+def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
+    """Load the model and tokenizer from local directories, and wrap LoRA if asked."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
+    dtype = torch.bfloat16 if cfg.bf16 else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    if cfg.finetune == "lora":
+        model = apply_lora(
+            model,
+            r=cfg.lora_r,
+            alpha=cfg.lora_alpha,
+            dropout=cfg.lora_dropout,
+            target_modules=cfg.lora_target_modules,
+        )
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()  # type: ignore[no-untyped-call]
+        if hasattr(model, "enable_input_require_grads"):
+            model.enable_input_require_grads()  # type: ignore[no-untyped-call]
+    return model, tokenizer
+
+
+def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules: list[str]) -> Any:
+    """Wrap ``model`` with peft LoRA adapters (only the adapters train)."""
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(target_modules),
+        task_type="CAUSAL_LM",
+    )
+    with warnings.catch_warnings():
+        # peft reads a property that recent transformers deprecates; not ours to fix.
+        warnings.filterwarnings(
+            "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+        )
+        return get_peft_model(model, lora)
+
+
+def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
+    if cfg.engine == "transformers":
+        from .engines.hf import TransformersEngine
+
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        return TransformersEngine(model, tokenizer, pad_token_id=pad, seed=cfg.seed)
+    if cfg.engine == "vllm":
+        from .engines.vllm_local import VLLMEngine
+
+        return VLLMEngine(
+            cfg.model,
+            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            enforce_eager=cfg.vllm_enforce_eager,
+            seed=cfg.seed,
+            enable_prefix_caching=cfg.vllm_enable_prefix_caching,
+            enable_sleep_mode=cfg.vllm_enable_sleep_mode,
+            max_model_len=cfg.max_context_tokens,
+        )
+    from .engines.vllm_server import VLLMServerEngine
+
+    assert cfg.engine_url is not None
+    return VLLMServerEngine(
+        cfg.engine_url, cfg.model, adapter_dir=str(Path(cfg.output_dir) / "adapters")
+    )
+
+
+def lr_lambda(cfg: GRPOConfig, total: int) -> Any:
+    def f(step: int) -> float:
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        frac = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+        return 1.0 - frac if cfg.lr_schedule == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+
+    return f
