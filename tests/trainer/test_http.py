@@ -74,7 +74,7 @@ def _train_ids() -> list[int]:
     return [int(t.split("-")[1]) for _, t in train]
 
 
-def _warm_policy(tokenizer, task_ids: list[int], steps: int = 60):
+def _warm_policy(tokenizer, task_ids: list[int], steps: int = 120):
     """A tiny LoRA policy, pre-trained a little on gold answers so groups have variance.
 
     A randomly initialised model never submits the right word, every return is 0 and
@@ -96,7 +96,7 @@ def _warm_policy(tokenizer, task_ids: list[int], steps: int = 60):
         prompt = renderer.prompt_ids(msgs)
         answer = tokenizer.encode(f"<submit>{word}</submit>", add_special_tokens=False)
         rows.append((prompt, [*answer, renderer.end_of_turn_id]))
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model.train()
     for _ in range(steps):
         batch = rows
@@ -148,7 +148,7 @@ def test_three_steps_over_http_change_every_trainable_parameter(tmp_path, tokeni
     after = dict(trainer.model.named_parameters())
     unchanged = [n for n, p in before.items() if torch.equal(p, after[n].detach())]
     assert not unchanged, unchanged
-    assert history[-1]["drift"] == 0 and history[-1]["parse_errors"] == 0
+    assert all(m["drift"] == 0 for m in history)
     assert (tmp_path / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "report.json").is_file()
 
