@@ -1,26 +1,39 @@
-"""Environment server throughput, latency and memory, as ratios to in-process stepping.
+"""Environment server throughput, latency and memory: gymhub vs in-process vs OpenEnv.
 
-Run:  python benchmarks/bench_server.py [--levels 1,64,512,2048] [--seconds 5]
+Run:  python benchmarks/bench_server.py [--levels 1,64,512,2048] [--seconds 3]
       python benchmarks/bench_server.py --soak 30        # not for CI
 
-Both sides run on this machine in the same run: the in-process baseline steps the same
-``echo-v0`` environments directly; the server side starts ``gymhub serve echo-v0`` as a
-separate process and drives it with the async client from this process. Each
-concurrency level runs one workload per side: every "episode slot" loops open ->
-3 x ``look`` -> gold ``submit`` -> close, and every step's latency is recorded.
-On a small machine the client competes with the server for the same cores, so the
-ratios are pessimistic for a learner on another machine.
+Everything runs on this machine in the same run, so only ratios are comparable:
+
+* in-process: the same ``echo-v0`` environments stepped directly;
+* gymhub: ``gymhub serve echo-v0`` as a separate process, driven from this process by
+  :class:`~gymhub.server.client.AsyncEnvClient`; every episode slot loops
+  open -> 3 x ``look`` -> gold ``submit`` -> close;
+* OpenEnv: ``openenv-core``'s server (``create_fastapi_app``, its WebSocket session
+  protocol, since its HTTP mode cannot hold an episode) with an equivalent echo
+  environment, run from the venv in ``$OPENENV_PYTHON`` (default
+  ``/tmp/openenv-venv/bin/python``; make it with ``python3 -m venv /tmp/openenv-venv &&
+  /tmp/openenv-venv/bin/pip install openenv-core uvloop httptools``); every slot holds
+  one WebSocket session and loops reset -> 4 steps. Driven by a small client run in
+  that venv (it needs ``websockets``). Missing venv: the column is skipped, saying why.
+
+Step latency is measured around each step call at the client. On a 2-core machine
+the clients compete with the servers for the same cores, so the ratios to in-process
+stepping are pessimistic for a learner on another machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gymhub.envs import make
 from gymhub.server.client import AsyncEnvClient, RemoteEpisode
@@ -203,37 +216,242 @@ def in_process_memory(n: int) -> float:
     return (after - before) / n
 
 
-def bench(levels: list[int], seconds: float, held: int) -> None:
-    print(f"echo-v0, {os.cpu_count()} CPU(s), {seconds:g} s per measurement; "
-          "server = separate `gymhub serve` process, client = AsyncEnvClient here\n")
-    header = (f"{'episodes':>8} | {'in-proc steps/s':>15} {'p50 ms':>7} {'p99 ms':>7} | "
-              f"{'server steps/s':>14} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} | "
-              f"{'throughput ratio':>16} {'p50 ratio':>9} {'p99 ratio':>9}")
+# ------------------------------------------------------------------- OpenEnv
+OPENENV_PYTHON = os.environ.get("OPENENV_PYTHON", "/tmp/openenv-venv/bin/python")
+
+#: OpenEnv's side: an echo environment with the same shape as echo-v0 (a word, three
+#: looks, a submit that ends the episode with reward 1), served by create_fastapi_app.
+OPENENV_SERVER = """
+import socket, sys
+import uvicorn
+from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
+
+WORDS = ["apple", "river", "stone", "cloud", "ember"]
+
+class EchoAction(Action):
+    tool: str
+    answer: str = ""
+
+class EchoObservation(Observation):
+    content: str = ""
+
+class EchoEnv(Environment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        super().__init__()
+        self._state = State(episode_id="", step_count=0)
+        self.word = ""
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self.word = f"{WORDS[(seed or 0) % len(WORDS)]}-{seed or 0}"
+        self._state = State(episode_id=episode_id or "", step_count=0)
+        return EchoObservation(content=self.word, done=False, reward=0.0)
+
+    def step(self, action, timeout_s=None, **kwargs):
+        self._state.step_count += 1
+        if action.tool == "submit" or self._state.step_count >= 4:
+            ok = action.answer == self.word
+            return EchoObservation(content="done", done=True, reward=1.0 if ok else 0.0)
+        return EchoObservation(content=self.word, done=False, reward=0.0)
+
+    @property
+    def state(self):
+        return self._state
+
+app = create_fastapi_app(EchoEnv, EchoAction, EchoObservation,
+                         max_concurrent_envs=int(sys.argv[1]))
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", 0))
+config = uvicorn.Config(app, log_level="error", backlog=4096, ws_max_queue=64)
+server = uvicorn.Server(config)
+
+class Announce(uvicorn.Server):
+    async def startup(self, sockets=None):
+        await super().startup(sockets=sockets)
+        print(f"openenv at http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+
+Announce(config).run(sockets=[sock])
+"""
+
+#: OpenEnv's driver, run in its venv: one WebSocket session per slot, reset + 4 steps.
+OPENENV_DRIVER = """
+import asyncio, json, sys, time
+import websockets
+
+async def main(url, n, seconds):
+    lat, stats = [], {"steps": 0, "episodes": 0, "errors": 0, "first_error": ""}
+    t_end = time.perf_counter() + seconds
+
+    async def slot(k):
+        try:
+            async with websockets.connect(url, max_size=2**24, open_timeout=60,
+                                          ping_interval=None) as ws:
+                e = 0
+                while time.perf_counter() < t_end:
+                    await ws.send(json.dumps({"type": "reset", "data": {"seed": k * 100000 + e}}))
+                    word = json.loads(await asyncio.wait_for(ws.recv(), 60)
+                                      )["data"]["observation"]["content"]
+                    e += 1
+                    for action in ({"tool": "look"},) * 3 + ({"tool": "submit", "answer": word},):
+                        s = time.perf_counter()
+                        await ws.send(json.dumps({"type": "step", "data": action}))
+                        reply = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                        lat.append(time.perf_counter() - s)
+                        if reply.get("type") != "observation":
+                            raise RuntimeError(str(reply)[:300])
+                        stats["steps"] += 1
+                    stats["episodes"] += 1
+        except Exception as exc:
+            stats["errors"] += 1
+            stats["first_error"] = stats["first_error"] or f"{type(exc).__name__}: {exc}"[:300]
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(slot(k) for k in range(n)))
+    lat.sort()
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else float("nan")
+    stats.update(seconds=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
+                 p50=pct(0.5), p99=pct(0.99))
+    print(json.dumps(stats))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+"""
+
+
+@dataclass
+class Side:
+    """One measurement of a non-gymhub server (percentiles come precomputed)."""
+
+    steps: int
+    seconds: float
+    p50: float
+    p99: float
+    errors: int
+    cpu_s: float
+    server_cpu_s: float
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds if self.seconds else 0.0
+
+
+class OpenEnv:
+    """OpenEnv's server as a subprocess of its own venv, or the reason it cannot run."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.why_not = ""
+        self._dir = tempfile.TemporaryDirectory(prefix="gymhub-bench-openenv-")
+        if not Path(OPENENV_PYTHON).exists():
+            self.why_not = (f"{OPENENV_PYTHON} not found (make the venv: python3 -m venv "
+                            "/tmp/openenv-venv && /tmp/openenv-venv/bin/pip install openenv-core)")
+            return
+        server = Path(self._dir.name, "openenv_echo_server.py")
+        server.write_text(OPENENV_SERVER)
+        Path(self._dir.name, "openenv_driver.py").write_text(OPENENV_DRIVER)
+        self._log = Path(self._dir.name, "server.log")
+        with self._log.open("w") as log:  # a file, not a pipe: a full pipe would stall it
+            self.proc = subprocess.Popen([OPENENV_PYTHON, str(server), str(max_sessions)],
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if " at http://" not in line:
+            self.proc.wait(10)
+            err = self._log.read_text()
+            self.why_not = f"OpenEnv server did not start: {line!r} {err.strip()[-800:]}"
+            self.stop()
+            return
+        self.url = line.split(" at ", 1)[1].split()[0].replace("http://", "ws://") + "/ws"
+
+    def run(self, concurrency: int, seconds: float) -> Side | None:
+        if self.proc is None:
+            return None
+        s0 = cpu_s(self.proc.pid)
+        out = subprocess.run([OPENENV_PYTHON, str(Path(self._dir.name, "openenv_driver.py")),
+                              self.url, str(concurrency), str(seconds)],
+                             capture_output=True, text=True, timeout=seconds * 20 + 120)
+        if out.returncode != 0:
+            self.why_not = f"OpenEnv driver failed: {out.stderr.strip()[-800:]}"
+            return None
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        if r["first_error"]:
+            print(f"    OpenEnv first error: {r['first_error']}", flush=True)
+        return Side(r["steps"], r["seconds"], r["p50"], r["p99"], r["errors"], r["cpu_s"],
+                    cpu_s(self.proc.pid) - s0)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        self._dir.cleanup()
+
+
+def bench(levels: list[int], seconds: float, held: int, openenv: bool) -> None:
+    print(f"echo-v0, {os.cpu_count()} CPU(s), {seconds:g} s per measurement; servers are "
+          "separate processes, each driven by a client process on the same machine\n")
+    header = (f"{'episodes':>8} | {'in-proc st/s':>12} {'p50 ms':>7} {'p99 ms':>7} | "
+              f"{'gymhub st/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'err':>4} {'/in-proc':>8} | "
+              f"{'OpenEnv st/s':>12} {'p50 ms':>7} {'p99 ms':>7} {'err':>4} | "
+              f"{'gymhub/OpenEnv':>14}")
+    top = max(levels, default=1) + 100
+    server = Server("--max-episodes", str(top), "--log-level", "error")
+    other = OpenEnv(top) if openenv else None
+    if other is not None and other.why_not:
+        print(f"OpenEnv column skipped: {other.why_not}\n")
     print(header)
     print("-" * len(header))
-    server = Server("--max-episodes", str(max(levels, default=1) + 100), "--log-level", "error")
-    cpu_rows: list[tuple[int, Run, Run]] = []
+    rows: list[tuple[int, Run, Run, Side | None]] = []
     try:
         for n in levels:
             base = in_process(n, seconds)
             remote = asyncio.run(through_server(server.url, n, seconds, server.proc.pid))
-            cpu_rows.append((n, base, remote))
-            print(f"{n:>8} | {base.steps_per_s:>15,.0f} {base.pct(.5):>7.3f} {base.pct(.99):>7.3f}"
-                  f" | {remote.steps_per_s:>14,.0f} {remote.pct(.5):>7.2f} {remote.pct(.99):>7.2f}"
-                  f" {remote.errors:>6} | {remote.steps_per_s / base.steps_per_s:>16.4f}"
-                  f" {remote.pct(.5) / base.pct(.5):>9.0f}x"
-                  f" {remote.pct(.99) / base.pct(.99):>8.0f}x", flush=True)
-        print("\nCPU per step (wall-clock figures above depend on how busy the machine is):")
-        print(f"{'episodes':>8} | {'in-proc us':>10} | {'server us':>9} {'client us':>9} | "
-              f"{'server/in-proc':>14}")
-        for n, base, remote in cpu_rows:
-            b_us = base.cpu_s / base.steps * 1e6
+            theirs = other.run(n, seconds) if other is not None else None
+            rows.append((n, base, remote, theirs))
+            line = (f"{n:>8} | {base.steps_per_s:>12,.0f} {base.pct(.5):>7.3f} "
+                    f"{base.pct(.99):>7.3f} | {remote.steps_per_s:>11,.0f} {remote.pct(.5):>7.2f}"
+                    f" {remote.pct(.99):>7.2f} {remote.errors:>4} "
+                    f"{remote.steps_per_s / base.steps_per_s:>8.3f} | ")
+            if theirs is not None:
+                ratio = remote.steps_per_s / theirs.steps_per_s if theirs.steps else float("inf")
+                line += (f"{theirs.steps_per_s:>12,.0f} {theirs.p50:>7.2f} {theirs.p99:>7.2f} "
+                         f"{theirs.errors:>4} | {ratio:>13.2f}x")
+            else:
+                line += f"{'-':>12} {'-':>7} {'-':>7} {'-':>4} | {'-':>14}"
+            print(line, flush=True)
+        if other is not None and other.why_not and other.proc is None:
+            print(f"OpenEnv: {other.why_not}")
+        print("\nCPU per step in microseconds (robust to a busy machine, unlike the rates):")
+        print(f"{'episodes':>8} | {'in-proc':>7} | {'gymhub server':>13} {'client':>6} | "
+              f"{'OpenEnv server':>14} {'client':>6}")
+        for n, base, remote, theirs in rows:
+            b_us = base.cpu_s / max(1, base.steps) * 1e6
             s_us = remote.server_cpu_s / max(1, remote.steps) * 1e6
             c_us = remote.cpu_s / max(1, remote.steps) * 1e6
-            print(f"{n:>8} | {b_us:>10.1f} | {s_us:>9.0f} {c_us:>9.0f} | {s_us / b_us:>13.0f}x")
-        print("(server and client CPU per step include each episode's open and close)\n")
+            o = f"{'-':>14} {'-':>6}"
+            if theirs is not None:
+                o = (f"{theirs.server_cpu_s / max(1, theirs.steps) * 1e6:>14.0f} "
+                     f"{theirs.cpu_s / max(1, theirs.steps) * 1e6:>6.0f}")
+            print(f"{n:>8} | {b_us:>7.1f} | {s_us:>13.0f} {c_us:>6.0f} | {o}")
+        print("(gymhub's figures include each episode's open and close requests; OpenEnv's "
+              "include its reset message)\n")
     finally:
         server.stop()
+        if other is not None:
+            other.stop()
+    if held > 0:
+        hold_report(held)
+
+
+def hold_report(held: int) -> None:
     fresh = Server("--max-episodes", str(held + 100), "--log-level", "error")  # clean heap
     try:
         idle = fresh.rss_kib()
@@ -271,16 +489,18 @@ def soak(minutes: float, concurrency: int, interval: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--levels", default="1,64,512,2048")
-    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--held", type=int, default=10_000)
     p.add_argument("--soak", type=float, default=None, metavar="MINUTES")
     p.add_argument("--soak-concurrency", type=int, default=512)
     p.add_argument("--soak-interval", type=float, default=30.0)
+    p.add_argument("--no-openenv", action="store_true", help="skip the OpenEnv column")
     args = p.parse_args(argv)
     if args.soak is not None:
         soak(args.soak, args.soak_concurrency, args.soak_interval)
     else:
-        bench([int(x) for x in args.levels.split(",") if x.strip()], args.seconds, args.held)
+        bench([int(x) for x in args.levels.split(",") if x.strip()], args.seconds, args.held,
+              not args.no_openenv)
     return 0
 
 

@@ -47,3 +47,11 @@ register(
     verifier="sql_match",
     tags=("sql", "tool-use", "multi-turn"),
 )
+register(
+    "code-v0",
+    "gymhub.envs.code.env:CodeEnv",
+    max_turns=10,
+    description="Write a Python function with a sandboxed REPL; scored by hidden unit tests.",
+    verifier="unit_tests",
+    tags=("code", "python", "tool-use", "multi-turn"),
+)

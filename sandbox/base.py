@@ -192,17 +192,34 @@ class ExecResult:
 class PythonResult(ExecResult):
     """Result of :meth:`Session.run_python`: an :class:`ExecResult` plus REPL state.
 
-    ``exit_code`` is 0 when the code ran without an exception and 1 when it raised
-    (the traceback is in ``stderr``); ``None`` with ``signal``/``limit`` set when the
-    interpreter itself died or was killed.
+    ``exit_code`` is 0 when the code ran without an exception and 1 when it raised (the
+    traceback, starting in the cell, is in ``stderr``); ``SystemExit`` gives its own
+    code and leaves the REPL running. ``exit_code`` is ``None`` with ``signal`` (9 for a
+    kill by the sandbox) and ``limit`` set when the interpreter itself was killed; an
+    interpreter that exited on its own (``os._exit(3)``) reports that status.
+
+    ``stdout``/``stderr`` hold what the cell wrote to fds 1 and 2 (``print``, direct
+    writes, child processes), at most ``Limits.output_bytes`` each, with the truncation
+    flags set beyond; unlike :meth:`Session.run`, more output does not kill the REPL. A
+    trailing expression's ``repr`` is printed to ``stdout``, as in ``python -i``. Output
+    of a call that killed the interpreter is lost.
 
     Attributes:
-        restarted: the REPL died or was killed during this call and a fresh one will
-            serve the next call: every variable, import and thread is gone (files in
-            the workdir survive).
+        restarted: the interpreter's state (variables, imports, threads) is gone: it died
+            or was killed during this call and the next call gets a fresh one, or it had
+            died since the previous call and this call ran in a fresh one. Files in the
+            workdir survive either way.
+        restart_reason: why, in words (``"timed out after 2 s; ..."``), else ``None``.
+        value: ``repr`` of the cell's trailing expression when it is not ``None``
+            (capped like the output), else ``None``.
+        exception: class name of the exception the cell raised (``"ZeroDivisionError"``,
+            ``"SyntaxError"``, ``"SystemExit"``), else ``None``.
     """
 
     restarted: bool = False
+    restart_reason: str | None = None
+    value: str | None = None
+    exception: str | None = None
 
     @property
     def status(self) -> str:
@@ -211,9 +228,10 @@ class PythonResult(ExecResult):
         return "exception" if base == "exit" and self.exit_code == 1 else base
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict including ``restarted``."""
+        """JSON-ready dict including the REPL fields."""
         data = super().to_dict()
-        data["restarted"] = self.restarted
+        data.update(restarted=self.restarted, restart_reason=self.restart_reason,
+                    value=self.value, exception=self.exception)
         return data
 
 
@@ -279,13 +297,21 @@ class Session(abc.ABC):
         """Run Python source in the session's persistent REPL (state kept between calls).
 
         The contract code-v0 builds on: the REPL starts on first use, inside the
-        session's sandbox, and talks to the host over pipes with length-prefixed frames.
-        If the last statement is an expression its repr is printed, as in a notebook. A
-        crash, an exhausted limit or a timeout kills the REPL; the result says
-        ``restarted=True`` and the next call gets a fresh one.
+        session's sandbox (same limits, workdir as current directory, sandbox user, no
+        network), and talks to the host over a dedicated channel with length-prefixed
+        frames. Variables, imports and threads persist between calls, like a notebook
+        kernel. If the last statement is an expression its repr is printed. A crash, an
+        exhausted limit, a timeout or tampering with the REPL's channel kills the
+        interpreter; the result says ``restarted=True`` with a ``restart_reason`` and the
+        next call gets a fresh one (see :class:`PythonResult`).
+
+        Args:
+            code: Python source (one cell).
+            timeout: wall-clock seconds for this call (``Limits.wall_s`` when omitted).
 
         Raises:
-            NotImplementedError: no backend implements the REPL yet.
+            RuntimeError: the session is closed.
+            BackendError: the interpreter cannot start at all (no ``python3`` inside).
         """
         raise NotImplementedError(f"{type(self).__name__} has no persistent REPL")
 

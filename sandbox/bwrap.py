@@ -144,14 +144,19 @@ class BwrapSandbox(Sandbox):
         return args
 
     def wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits,
-             workdir: Path) -> list[str]:
-        """The host command that runs ``argv`` inside a fresh bwrap."""
+             workdir: Path, *, repl: bool = False) -> list[str]:
+        """The host command that runs ``argv`` inside a fresh bwrap.
+
+        ``repl``: keep bwrap's own init as pid 1 of the sandbox. A long-lived interpreter
+        must not be pid 1: orphans of the code it runs would pile up as its zombies, and
+        pid 1 ignores signals it has no handler for (``os.abort()`` would not end it).
+        """
         args: list[str] = []
         if self.drop_to is not None:
             uid, gid = self.drop_to
             args += [self.setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                      "--inh-caps=-all", "--bounding-set=-all", "--"]
-        args += self._static
+        args += self._static if not repl else [a for a in self._static if a != "--as-pid-1"]
         if limits.network:
             args += ["--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
         args += ["--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp",
@@ -173,8 +178,9 @@ class BwrapSession(HostSession):
         self._sandbox = sandbox
         super().__init__(sandbox.name, limits, sandbox.cgroups, uid, gid)
 
-    def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits) -> list[str]:
-        return self._sandbox.wrap(argv, env, limits, self.workdir.path)
+    def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits, *,
+              repl: bool = False) -> list[str]:
+        return self._sandbox.wrap(argv, env, limits, self.workdir.path, repl=repl)
 
     def _soft_kill(self, pid: int) -> bool:
         # bwrap's child is the sandbox's pid 1; killing it tears down the whole pid

@@ -28,54 +28,29 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
-import selectors
-import socket
-import struct
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gymhub.errors import BackendError
 from gymhub.sandbox.base import (
-    LIMIT_CPU,
-    LIMIT_MEMORY,
-    LIMIT_OUTPUT,
-    LIMIT_WALL,
     WORKDIR,
     ExecResult,
     Files,
     Limits,
+    PythonResult,
     Sandbox,
     Session,
 )
 from gymhub.sandbox.docker_config import find_docker_host, seccomp_profile
+from gymhub.sandbox.docker_exec import SANDBOX_USER, DockerChannel, DockerExec
 from gymhub.sandbox.hostsession import BASE_ENV
-from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv
+from gymhub.sandbox.repl import Channel, ReplClient
 from gymhub.sandbox.workdir import HostWorkdir, base_dir
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox", "DockerSession", "find_docker_host"]
 
 DEFAULT_IMAGE = "gymhub-sandbox:bookworm"
-SANDBOX_USER = "65534:65534"
-
-# Runs the command under the launcher's rlimits, then kills every process of the sandbox
-# user that is left (daemons; several passes, so a fork bomb at its pids cap cannot
-# outrun it; ``kill -1`` reports success even with nothing to kill, so no loop on it),
-# then appends a trailer to stderr: a nonce, the exit status, the container's OOM-kill
-# delta and the children's CPU times.
-_WRAPPER = (
-    'M=$1; shift; oom() { n=0; for f in /sys/fs/cgroup/memory/memory.oom_control '
-    '/sys/fs/cgroup/memory.events; do [ -r "$f" ] && while read -r k v; do '
-    '[ "$k" = oom_kill ] && n=$v; done < "$f"; done; echo "$n"; }; o=$(oom); '
-    '"$@"; rc=$?; for i in 1 2 3 4; do kill -9 -1 2>/dev/null; done; '
-    'printf "\\n%s %s %s\\n" "$M" "$rc" "$(( $(oom) - o ))" >&2; times >&2; exit $rc'
-)
-
-
-_KILL_ALL = "kill -9 -1; kill -9 -1; kill -9 -1; exit 0"
-
 
 _available: dict[str, bool] = {}
 
@@ -302,6 +277,16 @@ class DockerSession(Session):
         self.limits = limits
         self._lock = threading.RLock()
         self._closed = False
+        self._repl = ReplClient(self._start_repl, limits, sandbox.name)
+
+    def _start_repl(self) -> Channel:
+        return DockerChannel(self._sandbox, self._box, self.limits)
+
+    def run_python(self, code: str, *, timeout: float | None = None) -> PythonResult:
+        """Run a cell in the session's REPL (see :meth:`Session.run_python`)."""
+        with self._lock:
+            self._check()
+            return self._repl.run(code, timeout)
 
     def _check(self) -> _Box:
         if self._closed:
@@ -327,7 +312,7 @@ class DockerSession(Session):
             for name, data in (files or {}).items():
                 box.workdir.write_file(name, data)
             data_in = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-            result = _Exec(self._sandbox, box, lim).run(list(argv), data_in,
+            result = DockerExec(self._sandbox, box, lim, self._repl.sid).run(list(argv), data_in,
                                                         {**BASE_ENV, "HOME": "/tmp", **(env or {})})
             files_out = box.workdir.collect(tuple(collect), lim.file_size_mb << 20)
         return ExecResult(**{**result, "files": files_out, "backend": self._sandbox.name})
@@ -353,151 +338,13 @@ class DockerSession(Session):
             if self._closed:
                 return
             self._closed = True
+            self._repl.kill()
         self._sandbox.release(self._box)
 
     @property
     def closed(self) -> bool:
         """Whether the session is closed."""
         return self._closed
-
-
-class _Exec:
-    """One supervised ``exec``: stdin in, demultiplexed output out, deadline and caps."""
-
-    def __init__(self, sandbox: DockerSandbox, box: _Box, limits: Limits) -> None:
-        self.sandbox, self.box, self.limits = sandbox, box, limits
-        self.nonce = "gymhub-trailer-" + secrets.token_hex(8)
-
-    def _kill_all(self) -> None:
-        # Fast path: an exec that kills every sandbox-user process. It cannot start when a
-        # fork bomb holds every pid; then the container is replaced (slow but certain).
-        try:
-            if self.sandbox.exec_simple(self.box, ["sh", "-c", _KILL_ALL]) == 0:
-                return
-        except Exception:
-            pass
-        self.sandbox.restart(self.box, _box_limits(self.box, self.limits))
-
-    def run(self, argv: list[str], stdin: bytes, env: Mapping[str, str]) -> dict[str, Any]:
-        lim = self.limits
-        start = time.monotonic()
-        cmd = ["/bin/sh", "-c", _WRAPPER, "gymhub-wrap", self.nonce,
-               *launcher_argv(lim, None, None), *argv]
-        api = self.sandbox.api
-        try:
-            exec_id = api.exec_create(self.box.container.id, cmd, stdin=True, user=SANDBOX_USER,
-                                      workdir=WORKDIR, environment=dict(env))["Id"]
-            raw = api.exec_start(exec_id, socket=True)
-        except Exception as exc:
-            raise BackendError(f"docker exec failed: {exc}") from exc
-        sock: socket.socket = getattr(raw, "_sock", raw)
-        streams = {1: bytearray(), 2: bytearray()}
-        truncated = {1: False, 2: False}
-        slack = 512  # room for the trailer on stderr
-        limit: str | None = None
-        pending = memoryview(stdin)
-        buf = bytearray()
-        sel = selectors.DefaultSelector()
-        sock.setblocking(False)
-        sel.register(sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if pending else 0))
-        if not pending:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_WR)
-        deadline = start + lim.wall_s
-        try:
-            eof = False
-            while not eof:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    limit = LIMIT_WALL
-                    break
-                for _, mask in sel.select(left):
-                    if mask & selectors.EVENT_WRITE and pending:
-                        try:
-                            pending = pending[sock.send(pending[:65536]):]
-                        except (BlockingIOError, InterruptedError):
-                            pass
-                        except OSError:
-                            pending = pending[:0]
-                        if not pending:
-                            sel.modify(sock, selectors.EVENT_READ)
-                            with contextlib.suppress(OSError):
-                                sock.shutdown(socket.SHUT_WR)
-                    if mask & selectors.EVENT_READ:
-                        try:
-                            chunk = sock.recv(65536)
-                        except (BlockingIOError, InterruptedError):
-                            continue
-                        if not chunk:
-                            eof = True
-                            break
-                        buf += chunk
-                        while len(buf) >= 8:
-                            kind, size = struct.unpack(">BxxxI", bytes(buf[:8]))
-                            if len(buf) < 8 + size:
-                                break
-                            payload, buf = bytes(buf[8:8 + size]), buf[8 + size:]
-                            target = streams.get(kind, streams[2])
-                            cap = lim.output_bytes + (slack if kind == 2 else 0)
-                            room = cap - len(target)
-                            target += payload[:max(room, 0)]
-                            if len(payload) > room:
-                                truncated[2 if kind == 2 else 1] = True
-                                limit = LIMIT_OUTPUT
-                        if limit is not None:
-                            break
-                if limit is not None:
-                    break
-        finally:
-            sel.close()
-            if limit is not None:
-                self._kill_all()
-            with contextlib.suppress(Exception):
-                raw.close()
-            with contextlib.suppress(Exception):
-                sock.close()
-        info: dict[str, Any] = {}
-        with contextlib.suppress(Exception):
-            info = api.exec_inspect(exec_id)
-        return self._result(streams, truncated, limit, info, start)
-
-    def _result(self, streams: dict[int, bytearray], truncated: dict[int, bool],
-                limit: str | None, info: Mapping[str, Any], start: float) -> dict[str, Any]:
-        err = bytes(streams[2])
-        oom = 0
-        cpu_ms = 0.0
-        rc = info.get("ExitCode")
-        marker = ("\n" + self.nonce + " ").encode()
-        cut = err.rfind(marker)
-        if cut >= 0:
-            tail = err[cut + len(marker):].decode(errors="replace").split()
-            err = err[:cut]
-            with contextlib.suppress(ValueError, IndexError):
-                rc, oom = int(tail[0]), int(tail[1])
-                cpu_ms = sum(_parse_time(t) for t in tail[-2:])
-        else:
-            self._kill_all()  # the wrapper itself died: nothing cleaned up after the command
-        if len(err) > self.limits.output_bytes:
-            err, truncated[2] = err[: self.limits.output_bytes], True
-        if not isinstance(rc, int):
-            rc = 137
-        exit_code: int | None = rc
-        sig: int | None = None
-        if 128 < rc <= 192:
-            exit_code, sig = None, rc - 128
-        if limit is not None:
-            exit_code, sig = None, 9
-        if limit is None and hit_cpu_rlimit(sig, cpu_ms, self.limits):
-            limit = LIMIT_CPU
-        if limit is None and oom > 0 and sig is not None:
-            limit = LIMIT_MEMORY
-        return {
-            "exit_code": exit_code, "signal": sig, "stdout": bytes(streams[1]), "stderr": err,
-            "stdout_truncated": truncated[1], "stderr_truncated": truncated[2],
-            "timed_out": limit in (LIMIT_WALL, LIMIT_CPU), "oom_killed": oom > 0,
-            "pids_exhausted": False, "limit": limit,
-            "wall_ms": (time.monotonic() - start) * 1000, "cpu_ms": cpu_ms,
-        }
 
 
 def _pid_alive(pid: int) -> bool:
@@ -508,16 +355,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _box_limits(box: _Box, limits: Limits) -> Limits:
-    """The container-level limits a box was built with (from its key), for a restart."""
-    memory_mb, pids, tmp_mb, workdir_mb, network, open_files, file_size_mb = box.key
-    return limits.replace(memory_mb=memory_mb, pids=pids, tmp_mb=tmp_mb, workdir_mb=workdir_mb,
-                          network=network, open_files=open_files, file_size_mb=file_size_mb)
-
-
-def _parse_time(text: str) -> float:
-    """Parse ``times`` output such as ``0m1.250000s`` into milliseconds."""
-    minutes, _, seconds = text.rstrip("s").partition("m")
-    return (int(minutes) * 60 + float(seconds)) * 1000

@@ -3,15 +3,23 @@
 Each call gets a fresh cgroup (when writable), runs through the launcher of
 :mod:`gymhub.sandbox.process`, and ends with the cgroup killed and removed, so nothing a
 call starts outlives it. The workdir (:class:`~gymhub.sandbox.workdir.HostWorkdir`) is
-the only state that persists between calls; the optional REPL is the only process.
-Subclasses only say how to wrap a command (:meth:`HostSession._wrap`).
+the only state that persists between calls; the REPL of :meth:`HostSession.run_python`
+(:class:`HostChannel`, in its own cgroup) is the only process that lives on between
+calls, until it is killed or the session closes. Subclasses only say how to wrap a
+command (:meth:`HostSession._wrap`).
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from gymhub.errors import BackendError
 from gymhub.sandbox.base import (
@@ -20,13 +28,15 @@ from gymhub.sandbox.base import (
     ExecResult,
     Files,
     Limits,
+    PythonResult,
     Session,
 )
 from gymhub.sandbox.cgroups import CallCgroup, Cgroups
 from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv, run_monitored
+from gymhub.sandbox.repl import Channel, Death, ReplClient, server_argv
 from gymhub.sandbox.workdir import HostWorkdir
 
-__all__ = ["BASE_ENV", "HostSession"]
+__all__ = ["BASE_ENV", "HostChannel", "HostSession", "repl_rlimits"]
 
 #: Environment every command starts with (the host's own is never passed through).
 BASE_ENV: dict[str, str] = {
@@ -36,6 +46,150 @@ BASE_ENV: dict[str, str] = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONIOENCODING": "utf-8",
 }
+
+
+def repl_rlimits(limits: Limits) -> Limits:
+    """Limits for the REPL's launcher: ``RLIMIT_CPU`` counts a process's whole life.
+
+    A REPL serves many calls, so its per-process CPU rlimit is a lifetime backstop (60
+    calls' worth, at least 10 minutes); each call's own budget is enforced by the host
+    from the REPL cgroup's CPU counter, and its wall time by the call's deadline.
+    """
+    return limits.replace(cpu_s=max(limits.cpu_s * 60, 600.0))
+
+
+class HostChannel(Channel):
+    """A REPL that is a host process (bwrap, local): two pipes, a pidfd and a cgroup.
+
+    Args:
+        argv: the full host command (launcher + wrapped server); it must pass
+            ``channel_fds`` (the interpreter's ends) to the server as arguments.
+        channel_fds: ``(request read end, response write end)``, inherited by the child.
+        host_fds: ``(request write end, response read end)``, kept here.
+        cgroup: the REPL's own group (memory, pids, CPU accounting, kill), if any.
+        cwd: working directory of the launcher.
+        soft_kill: the backend's soft kill, given the launcher's pid.
+    """
+
+    def __init__(self, argv: Sequence[str], channel_fds: tuple[int, int],
+                 host_fds: tuple[int, int], cgroup: CallCgroup | None, cwd: str,
+                 soft_kill: Callable[[int], bool]) -> None:
+        self.cgroup = cgroup
+        self._soft_kill = soft_kill
+        self._req, self._resp = host_fds
+        self._death: Death | None = None
+        self._eof = False
+        try:
+            self.proc = subprocess.Popen(
+                list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, env={}, cwd=cwd, close_fds=True,
+                pass_fds=channel_fds, start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (*channel_fds, *host_fds):
+                os.close(fd)
+            if cgroup is not None:
+                cgroup.remove()
+            raise BackendError(f"cannot start the Python REPL: {exc}") from exc
+        for fd in channel_fds:
+            os.close(fd)
+        self._pidfd = os.pidfd_open(self.proc.pid)
+        os.set_blocking(self._req, False)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._resp, selectors.EVENT_READ)
+        self._sel.register(self._pidfd, selectors.EVENT_READ)
+
+    def send(self, data: bytes, deadline: float) -> bool:
+        """Write a request (see :meth:`Channel.send`)."""
+        view = memoryview(data)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._req, selectors.EVENT_WRITE)
+            while view:
+                try:
+                    view = view[os.write(self._req, view):]
+                    continue
+                except BlockingIOError:
+                    pass
+                except OSError:  # EPIPE: the interpreter closed its end or died
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return False
+        return True
+
+    def recv(self, deadline: float) -> bytes | None:
+        """Read what the interpreter sent (see :meth:`Channel.recv`)."""
+        events = self._sel.select(max(deadline - time.monotonic(), 0))
+        if not events:
+            return None
+        if any(key.fd == self._resp for key, _ in events):
+            data = os.read(self._resp, 1 << 16)
+            self._eof = not data
+            return data
+        # The process ended; a child it forked may still hold the pipe open, so take
+        # what is already buffered and call it the end.
+        os.set_blocking(self._resp, False)
+        try:
+            data = os.read(self._resp, 1 << 16)
+        except BlockingIOError:
+            data = b""
+        self._eof = not data
+        return data
+
+    def pending(self) -> bool:
+        """Whether bytes or an exit are waiting (see :meth:`Channel.pending`)."""
+        return bool(self._sel.select(0))
+
+    def cpu_ms(self) -> float | None:
+        """CPU time of the REPL's cgroup (None without cgroups)."""
+        return self.cgroup.cpu_ms() if self.cgroup is not None else None
+
+    def diagnostics(self) -> bytes:
+        """Up to 64 KiB of what the launcher and interpreter wrote to stderr."""
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        os.set_blocking(fd, False)
+        with contextlib.suppress(OSError):
+            return os.read(fd, 1 << 16)
+        return b""
+
+    def kill(self) -> Death:
+        """Kill the interpreter, its children and its cgroup; reap; remove the cgroup."""
+        if self._death is not None:
+            return self._death
+        if self._eof:  # it is ending on its own: let its own status through
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=0.1)
+        running = self.proc.poll() is None
+        if running and not self._soft_kill(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        code = self.proc.returncode
+        sig = -code if code < 0 else (code - 128 if 128 < code <= 192 else None)
+        oom = self.cgroup.oom_killed() if self.cgroup is not None else False
+        self._death = Death(exit_code=None if sig is not None else code, signal=sig,
+                            oom_killed=oom)
+        if running and sig is None:
+            self._death.signal, self._death.exit_code = signal.SIGKILL, None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        self._sel.close()
+        for fd in (self._req, self._resp, self._pidfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return self._death
 
 
 class HostSession(Session):
@@ -56,6 +210,7 @@ class HostSession(Session):
         self._cgroups = cgroups
         self._lock = threading.RLock()
         self._closed = False
+        self._repl = ReplClient(self._start_repl, limits, backend)
         try:
             self.workdir = HostWorkdir(limits.workdir_mb, uid, gid)
         except OSError as exc:
@@ -63,8 +218,13 @@ class HostSession(Session):
 
     # -- what subclasses provide --------------------------------------------------------
     @abc.abstractmethod
-    def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits) -> list[str]:
-        """The full host command (after the launcher) that runs ``argv`` in the sandbox."""
+    def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits, *,
+              repl: bool = False) -> list[str]:
+        """The full host command (after the launcher) that runs ``argv`` in the sandbox.
+
+        ``repl`` marks the long-lived REPL interpreter (a backend may start it slightly
+        differently, e.g. with an init that reaps its orphans).
+        """
 
     def _soft_kill(self, pid: int) -> bool:
         """Kill the sandboxed processes under launcher ``pid``, leaving the supervisor.
@@ -92,10 +252,27 @@ class HostSession(Session):
             raise BackendError(f"cannot create a cgroup: {exc}") from exc
 
     def command(self, argv: Sequence[str], env: Mapping[str, str] | None, limits: Limits,
-                cgroup: CallCgroup | None) -> list[str]:
+                cgroup: CallCgroup | None, *, repl: bool = False) -> list[str]:
         """Launcher + wrapped command, ready for ``run_monitored`` or a REPL."""
         full_env = {**BASE_ENV, "HOME": "/tmp", **(env or {})}
-        return launcher_argv(limits, cgroup, self._nproc()) + self._wrap(argv, full_env, limits)
+        launch = launcher_argv(repl_rlimits(limits) if repl else limits, cgroup, self._nproc())
+        return launch + self._wrap(argv, full_env, limits, repl=repl)
+
+    def _start_repl(self) -> Channel:
+        """Start a fresh REPL interpreter in its own cgroup (see :mod:`.repl`)."""
+        cgroup = self.new_cgroup(self.limits)
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        argv = server_argv("python3", (req_r, resp_w))
+        return HostChannel(self.command(argv, None, self.limits, cgroup, repl=True),
+                           (req_r, resp_w), (req_w, resp_r), cgroup, str(self.workdir.path),
+                           self._soft_kill)
+
+    def run_python(self, code: str, *, timeout: float | None = None) -> PythonResult:
+        """Run a cell in the session's REPL (see :meth:`Session.run_python`)."""
+        with self._lock:
+            self._check_open()
+            return self._repl.run(code, timeout)
 
     def run(
         self,
@@ -176,6 +353,7 @@ class HostSession(Session):
             if self._closed:
                 return
             self._closed = True
+            self._repl.kill()
             self.workdir.remove()
 
     @property

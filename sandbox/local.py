@@ -62,7 +62,8 @@ class LocalSession(HostSession):
     def __init__(self, sandbox: LocalSandbox, limits: Limits) -> None:
         super().__init__(sandbox.name, limits, sandbox.cgroups, os.geteuid(), os.getegid())
 
-    def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits) -> list[str]:
+    def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits, *,
+              repl: bool = False) -> list[str]:
         # env(1) replaces the launcher's environment with exactly the sandbox's.
         pairs = [f"{k}={v}" for k, v in env.items()]
         return ["/usr/bin/env", "-i", "--", *pairs, *argv]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import io
 import json
 import linecache
@@ -128,7 +129,7 @@ class Kernel:
             result["exception"] = "SystemExit"
             if not isinstance(code_, int | None):
                 print(code_, file=sys.stderr)
-        except BaseException as exc:  # noqa: BLE001 - the cell's error is the result
+        except BaseException as exc:
             result["exit_code"] = 1
             result["exception"] = type(exc).__name__
             tb = exc.__traceback__
@@ -137,10 +138,8 @@ class Kernel:
                 tb = tb.tb_next
             self._print_exc(exc, tb)
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(BaseException):  # a closed stream is the cell's doing
                 stream.flush()
-            except BaseException:  # noqa: BLE001, S110 - a closed stream is the cell's doing
-                pass
         return result
 
     def _print_exc(self, exc: BaseException, tb: Any) -> None:
@@ -149,7 +148,7 @@ class Kernel:
             lines = traceback.format_exception_only(type(exc), exc)
         try:
             sys.stderr.write("".join(lines))
-        except BaseException:  # noqa: BLE001 - fall back to the raw descriptor
+        except BaseException:
             os.write(2, "".join(lines).encode("utf-8", "backslashreplace"))
 
 
@@ -165,10 +164,8 @@ def main(argv: list[str]) -> int:
         os.dup2(devnull, 0)
     for fd in (req, resp):
         os.set_inheritable(fd, False)
-    try:
+    with contextlib.suppress(OSError):
         os.setsid()  # the host can tell the REPL's processes from a command's
-    except OSError:
-        pass
     sys.path.insert(0, "")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), "utf-8", "backslashreplace")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), "utf-8", "backslashreplace",

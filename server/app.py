@@ -3,19 +3,20 @@
 The app is a thin shell. Route handlers validate the request (pydantic, at the wire
 only), hand the work to the manager, and return the bytes the manager produced, so a
 step reply is serialised once, in a worker thread, and never re-validated on the way
-out. Authentication and the body-size limit are a small pure-ASGI guard in front of
-everything, so an oversized or unauthenticated request is refused before its body is
-read. Every failure leaves as ``{"error": {"code", "message"}}`` with the status that
-:data:`gymhub.server.errors.STATUS` assigns to its code.
+out. In front of FastAPI sits :class:`~gymhub.server.front.Front`, a pure-ASGI layer
+that checks the bearer token and the body size before any body byte is read and
+answers the three routes every episode uses (open, step, close) without FastAPI's
+per-request machinery; the FastAPI routes below still define the OpenAPI schema and
+answer everything else. Every failure leaves as ``{"error": {"code", "message"}}``
+with the status that :data:`gymhub.server.errors.STATUS` assigns to its code.
 """
 
 from __future__ import annotations
 
-import hmac
+import functools
 import logging
-import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,7 +24,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from gymhub.envs import Registry
 from gymhub.envs import registry as default_registry
@@ -32,12 +33,10 @@ from gymhub.errors import GymhubError
 from .episodes import EpisodeManager
 from .errors import (
     InvalidRequest,
-    PayloadTooLarge,
     ReferenceDisabled,
-    SeqConflict,
     ServerError,
-    status_of,
 )
+from .front import Front, error_reply, readable
 from .metrics import CONTENT_TYPE
 from .wire import (
     CreateEpisode,
@@ -120,7 +119,7 @@ def create_app(
         finally:
             await manager.drain(drain_timeout_s)
 
-    app = FastAPI(
+    app = ServerApp(
         title="gymhub environment server", version=API_VERSION, lifespan=lifespan,
         description="Stateful multi-turn episodes over HTTP. Errors are "
                     "{\"error\": {\"code\", \"message\"}} with stable codes.",
@@ -128,16 +127,9 @@ def create_app(
     app.state.manager = manager
 
     def fail(exc: GymhubError) -> Response:
-        status = status_of(exc)
-        metrics.errors.labels(exc.code).inc()
-        detail: dict[str, Any] = {"code": exc.code, "message": str(exc)}
-        if isinstance(exc, SeqConflict) and exc.expected is not None:
-            detail["expected_seq"] = exc.expected
-        headers = {}
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-        return Response(dumps({"error": detail}), status, headers, media_type=_JSON)
+        status, body, headers = error_reply(metrics, exc)
+        return Response(body, status, {k.decode(): v.decode() for k, v in headers},
+                        media_type=_JSON)
 
     async def on_gymhub(_r: Request, exc: Exception) -> Response:
         assert isinstance(exc, GymhubError)
@@ -145,7 +137,7 @@ def create_app(
 
     async def on_invalid(_r: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return fail(InvalidRequest(_readable(exc)))
+        return fail(InvalidRequest(readable(list(exc.errors()))))
 
     async def on_http(_r: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -165,7 +157,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_crash)
-    app.add_middleware(_Guard, token=token, max_body_bytes=max_body_bytes, fail=fail)
+    app.front = Front(manager, functools.partial(FastAPI.__call__, app), token=token,
+                      max_body_bytes=max_body_bytes)
 
     def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody} for c in codes}
@@ -254,15 +247,6 @@ def create_app(
     return app
 
 
-def _readable(exc: RequestValidationError) -> str:
-    """One line per problem: ``body.seq: Input should be greater than or equal to 1``."""
-    parts = []
-    for err in exc.errors()[:10]:
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
-
-
 def _document_bearer(app: FastAPI) -> None:
     """Declare the bearer scheme on every ``/v1`` operation of the OpenAPI schema."""
     build = app.openapi
@@ -280,73 +264,19 @@ def _document_bearer(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-class _Guard:
-    """Pure-ASGI gate: bearer token and body size, before any body byte is read.
+class ServerApp(FastAPI):
+    """FastAPI whose HTTP requests pass through a :class:`Front` first.
 
-    Bodies that announce their length are refused on the header alone; chunked
-    bodies are read up to the limit and replayed, so the limit holds either way.
+    Attributes:
+        front: set by :func:`create_app`; until then requests go straight to FastAPI.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int,
-                 fail: Callable[[GymhubError], Response]) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode() if token is not None else None
-        self.max_body = max_body_bytes
-        self.fail = fail
+    front: Front | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        if self.expected is not None and scope["path"].startswith("/v1/"):
-            given = headers.get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                from .errors import Unauthorized
-
-                what = "a wrong" if given else "no"
-                err = Unauthorized(f"{what} bearer token; send 'Authorization: Bearer <token>'")
-                await self.fail(err)(scope, receive, send)
-                return
-        length = headers.get(b"content-length")
-        too_big = PayloadTooLarge(f"request body is larger than {self.max_body} bytes")
-        if length is not None:
-            try:
-                size = int(length)
-            except ValueError:
-                size = 0
-            if size > self.max_body:
-                await self.fail(too_big)(scope, receive, send)
-                return
-        elif scope["method"] in ("POST", "PUT", "PATCH"):
-            chunks: list[bytes] = []
-            total, more = 0, True
-            while more:
-                message = await receive()
-                if message["type"] != "http.request":
-                    break
-                chunk = message.get("body", b"")
-                total += len(chunk)
-                if total > self.max_body:
-                    await self.fail(too_big)(scope, receive, send)
-                    return
-                chunks.append(chunk)
-                more = message.get("more_body", False)
-            receive = _replay(b"".join(chunks), receive)
-        await self.app(scope, receive, send)
-
-
-def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-
+        """ASGI entry: HTTP to the front door, lifespan (and anything else) to FastAPI."""
+        front = self.front
+        if front is not None and scope["type"] == "http":
+            await front(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)

@@ -12,13 +12,15 @@ What this client promises, because the anchors broke each of these promises:
   ``request_id`` for the same reason.
 * **Backoff is jittered and honours ``Retry-After``** (429 at capacity, 503 while a
   server drains), so a fleet of clients does not retry in lockstep.
-* **httpx's pool stays small.** httpcore matches every waiting request against
-  every connection of its pool on each change, so one pool of hundreds of
-  connections spends its time in that loop (measured: 90% of the client's CPU at 64
-  concurrent episodes, throughput down 50x). The async client therefore splits
-  ``max_connections`` over several small pools of ``pool_size`` connections, each
-  behind a semaphore of the same size so no pool ever has a queue; an episode's
-  requests always use the same small pool.
+* **The request path is short.** httpx's default transport (httpcore, anyio, h11)
+  cost ~950 us of CPU per request on the benchmark machine, and httpcore's pool
+  rescans every connection on each change (the O(n^2) queue NeMo Gym hit at 16k
+  requests). The async client therefore talks to a server through
+  :class:`~gymhub.server.http11.Http11Transport`, an httpx transport of our own:
+  keep-alive connections on a LIFO stack, ``max_connections`` enforced by one
+  semaphore whose waiters queue in order, responses framed by a small
+  :class:`asyncio.Protocol`. Any other httpx transport (``httpx.ASGITransport`` for
+  in-process use, ``httpx.MockTransport`` in tests) can still be passed in.
 * **Errors are typed.** Each server error code comes back as its own exception
   (:func:`gymhub.server.errors.error_from_wire`), e.g.
   :class:`~gymhub.errors.EpisodeFinished` exactly as a local environment raises it.
@@ -36,7 +38,8 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -44,6 +47,8 @@ from gymhub.errors import GymhubError
 from gymhub.types import Message, Score, StepResult
 
 from .errors import RequestTimeout, ServerError, TransportError, error_from_wire
+from .http11 import Http11Transport
+from .jsonio import dumps_lenient, loads
 
 __all__ = ["AsyncEnvClient", "ClientConfig", "EnvClient", "RemoteEpisode", "encode_action"]
 
@@ -68,7 +73,8 @@ class ClientConfig:
         backoff_s: first backoff; it doubles per attempt, with full jitter.
         max_backoff_s: cap on one backoff sleep (and on an honoured Retry-After).
         max_connections: connections (and so concurrent requests) to this server.
-        pool_size: connections per internal httpx pool (see the module docstring).
+        keepalive_s: idle seconds after which a connection is not reused (keep it
+            below the server's keep-alive timeout; ``gymhub serve`` uses 30 s).
     """
 
     base_url: str
@@ -79,7 +85,7 @@ class ClientConfig:
     backoff_s: float = 0.05
     max_backoff_s: float = 2.0
     max_connections: int = 256
-    pool_size: int = 8
+    keepalive_s: float = 4.0
 
     def headers(self) -> dict[str, str]:
         """Headers sent on every request."""
@@ -110,8 +116,7 @@ def encode_action(action: Any) -> Any:
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"),
-                      default=lambda o: {"__unserializable__": type(o).__name__}).encode()
+    return dumps_lenient(value)
 
 
 def _step_result(body: Mapping[str, Any]) -> StepResult:
@@ -125,19 +130,33 @@ def _step_result(body: Mapping[str, Any]) -> StepResult:
     )
 
 
-def _error(resp: httpx.Response) -> GymhubError:
+class _Answer(Protocol):
+    """What the client reads of a response: a :class:`Reply` or an :class:`httpx.Response`."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def content(self) -> bytes: ...
+
+
+def _error(resp: _Answer) -> GymhubError:
     retry_after = _retry_after(resp)
     try:
-        detail = resp.json()["error"]
+        detail = loads(resp.content)["error"]
         code, message = str(detail["code"]), str(detail["message"])
         expected = detail.get("expected_seq")
     except (ValueError, KeyError, TypeError):
-        code, message, expected = f"http_{resp.status_code}", resp.text[:500], None
+        code, message = f"http_{resp.status_code}", resp.content[:500].decode(errors="replace")
+        expected = None
     return error_from_wire(resp.status_code, code, message, retry_after=retry_after,
                            expected=expected if isinstance(expected, int) else None)
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
+def _retry_after(resp: _Answer) -> float | None:
     value = resp.headers.get("retry-after")
     if value is None:
         return None
@@ -249,19 +268,16 @@ class AsyncEnvClient:
                  **config: Any) -> None:
         self.config = ClientConfig(base_url=base_url, **config)
         self._policy = _Policy(self.config)
-        per = max(1, min(self.config.pool_size, self.config.max_connections))
-        shards = -(-self.config.max_connections // per)
-        tls = httpx.create_ssl_context()  # one for all pools: building one costs ~50 ms
-        self._shards = [
-            (httpx.AsyncClient(
-                headers=self.config.headers(), limits=self.config.limits(per), transport=transport,
-                timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
-                verify=tls,
-            ), asyncio.Semaphore(per))
-            for _ in range(shards)
-        ]
-        self._next_shard = 0
-        self._root = self.config.root()
+        self._own = Http11Transport(max_connections=self.config.max_connections,
+                                    keepalive_s=self.config.keepalive_s,
+                                    timeout=self.config.timeout)
+        self._transport = transport  # None: the built-in transport, called directly
+        self._origin = self._own.origin(self.config.base_url)
+        self._prefix = urlsplit(self.config.base_url).path.rstrip("/")
+        self._headers = self.config.headers()
+        self._header_lines = b"".join(f"{k}: {v}\r\n".encode("latin-1")
+                                      for k, v in self._headers.items() if k != "content-type")
+        self._json_line = b"content-type: application/json\r\n"
 
     async def __aenter__(self) -> AsyncEnvClient:
         return self
@@ -270,35 +286,46 @@ class AsyncEnvClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await asyncio.gather(*(http.aclose() for http, _ in self._shards))
+        """Close the connections."""
+        await self._own.aclose()
 
-    def _shard(self, key: str | None) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
-        if key is None:
-            self._next_shard = (self._next_shard + 1) % len(self._shards)
-            return self._shards[self._next_shard]
-        return self._shards[hash(key) % len(self._shards)]
+    async def _send(self, method: str, path: str, content: bytes | None, timeout: float
+                    ) -> _Answer:
+        """One attempt: ``path`` is relative to the server's root (query included)."""
+        if self._transport is None:
+            headers = self._header_lines + self._json_line if content is not None \
+                else self._header_lines
+            return await self._own.exchange(self._origin, method, self._prefix + path, headers,
+                                            content, timeout)
+        request = httpx.Request(method, self.config.base_url.rstrip("/") + path,
+                                headers=self._headers, content=content,
+                                extensions={"timeout": {"connect": timeout, "read": timeout,
+                                                        "write": timeout, "pool": timeout}})
+        response = await self._transport.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
 
     async def _call(self, method: str, path: str, body: Any = None, *,
                     params: Mapping[str, Any] | None = None, what: str = "",
-                    busy_retry: bool = True, key: str | None = None) -> Any:
+                    busy_retry: bool = True) -> Any:
         started = time.monotonic()
         deadline = started + self.config.timeout
         content = _dumps(body) if body is not None else None
+        target = "/v1" + path + ("?" + urlencode(params) if params else "")
         attempt, exc, last = 0, None, None
-        http, gate = self._shard(key)
         while True:
             retry_after = None
             try:
-                async with gate:
-                    resp = await http.request(
-                        method, self._root + path, content=content, params=params,
-                        timeout=self._policy.attempt_timeout(deadline))
+                resp = await self._send(method, target, content,
+                                        max(0.001, deadline - time.monotonic()))
             except _RETRY_EXC as e:
                 exc, last = e, None
             else:
                 if resp.status_code < 400:
-                    return resp.json()
+                    return loads(resp.content)
                 last = _error(resp)
                 if resp.status_code not in _RETRY_STATUS or not busy_retry:
                     raise last
@@ -314,13 +341,12 @@ class AsyncEnvClient:
         """``GET /healthz``: status, open episodes and capacity."""
         started = time.monotonic()
         try:
-            http, _ = self._shard(None)
-            resp = await http.get(self.config.base_url.rstrip("/") + "/healthz")
+            resp = await self._send("GET", "/healthz", None, self.config.timeout)
         except _RETRY_EXC as e:
             raise self._policy.give_up(e, None, "health", started, 1) from e
         if resp.status_code >= 400 and resp.status_code != 503:
             raise _error(resp)
-        out: dict[str, Any] = resp.json()
+        out: dict[str, Any] = loads(resp.content)
         return out
 
     async def list_envs(self) -> list[dict[str, Any]]:
@@ -351,18 +377,17 @@ class AsyncEnvClient:
         """Apply step ``seq`` (prefer :meth:`RemoteEpisode.step`, which counts for you)."""
         body = await self._call("POST", f"/episodes/{episode_id}/step",
                                 {"action": encode_action(action), "seq": seq},
-                                what=f"step {seq} of {episode_id}", key=episode_id)
+                                what=f"step {seq} of {episode_id}")
         return _step_result(body)
 
     async def gold_action(self, episode_id: str) -> Message:
         """The reference action for an episode's current state."""
-        return Message.from_dict(await self._call("GET", f"/episodes/{episode_id}/gold",
-                                                  key=episode_id))
+        return Message.from_dict(await self._call("GET", f"/episodes/{episode_id}/gold"))
 
     async def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
         """Close an episode; with ``missing_ok`` an unknown id is not an error."""
         try:
-            await self._call("DELETE", f"/episodes/{episode_id}", key=episode_id)
+            await self._call("DELETE", f"/episodes/{episode_id}")
         except ServerError as exc:
             if not (missing_ok and exc.code == "episode_not_found"):
                 raise

@@ -28,17 +28,15 @@ import asyncio
 import contextlib
 import functools
 import logging
-import math
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gymhub.envs import Registry, TextEnv
 from gymhub.errors import ConfigError, EnvNotFound, EpisodeFinished, GymhubError, TaskNotFound
-from gymhub.types import Message, Score
+from gymhub.types import Message
 
 from .catalog import Catalog
 from .errors import (
@@ -50,7 +48,7 @@ from .errors import (
     ServerDraining,
 )
 from .metrics import Metrics
-from .wire import dumps, jsonable
+from .records import Episode, Holder, creation_reply, step_reply
 from .workers import Closable, Workers
 
 __all__ = ["Episode", "EpisodeManager"]
@@ -60,32 +58,6 @@ T = TypeVar("T")
 
 #: How many closed episode ids are remembered to explain a later 404.
 _TOMBSTONES = 10_000
-
-
-@dataclass(eq=False)
-class Episode:
-    """One episode held by the server.
-
-    Attributes:
-        id: the unguessable id handed to the client.
-        env_id: which environment it runs.
-        env: the live environment; ``None`` once the episode has ended.
-        seq: the last applied step (0 before the first).
-        last_reply: the serialised reply of step ``seq``, replayed on a retry.
-        created_reply: the serialised creation reply, replayed for a repeated ``request_id``.
-        last_used: monotonic time of the last request, for the TTL reaper.
-    """
-
-    id: str
-    env_id: str
-    env: TextEnv | None
-    created_reply: bytes = b""
-    request_id: str | None = None
-    seq: int = 0
-    last_reply: bytes | None = None
-    last_used: float = field(default_factory=time.monotonic)
-    closed: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class EpisodeManager:
@@ -324,7 +296,7 @@ class EpisodeManager:
             env = ep.env
             t0 = time.perf_counter()
             try:
-                reply, ended = await self._run(env, lambda: _step_reply(env, action, seq))
+                reply, ended = await self._run(env, lambda: step_reply(env, action, seq))
             except DeadlineExceeded:
                 self._abandon(ep, "deadline", f"closed after step {seq} ran past the "
                               f"{self.step_timeout_s:g} s deadline")
@@ -336,8 +308,9 @@ class EpisodeManager:
                 self._abandon(ep, "env_error", f"closed after the environment crashed: {exc!r}")
                 raise EnvCrashed(f"the environment raised {type(exc).__name__}: {exc}; "
                                  "the episode was closed") from exc
-            self.metrics.step_seconds.labels(ep.env_id).observe(time.perf_counter() - t0)
-            self.metrics.steps.labels(ep.env_id).inc()
+            seconds, count = self.metrics.for_env(ep.env_id)
+            seconds.observe(time.perf_counter() - t0)
+            count.inc()
             ep.seq, ep.last_reply = seq, reply
             if ended is not None:
                 self._count_finish(ep.env_id, ended)
@@ -400,12 +373,10 @@ class EpisodeManager:
         def work() -> bytes:
             env = recycled if recycled is not None else self._build(env_id)
             holder.append(env)
-            obs, info = env.reset(seed=seed, options=opts or None)
-            return dumps({"episode_id": episode_id, "env": env_id,
-                          "observation": [m.to_dict() for m in obs], "info": jsonable(info)})
+            return creation_reply(env, episode_id, env_id, seed, opts or None)
 
         try:
-            reply = await self._run(_Holder(holder), work)
+            reply = await self._run(Holder(holder), work)
         except (TaskNotFound, ConfigError):
             if holder:
                 self._give_back(env_id, holder[0])
@@ -494,32 +465,3 @@ class EpisodeManager:
                 continue
             if n:
                 log.info("reaped %d idle episode(s)", n)
-
-
-def _step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]:
-    """Step in the worker thread and serialise the reply there, off the event loop."""
-    obs, reward, terminated, truncated, info = env.step(action)
-    score = info.get("score")
-    reward = float(reward)
-    if not math.isfinite(reward):
-        raise ValueError(f"the environment returned a non-finite reward {reward!r}")
-    body = {
-        "seq": seq, "observation": [m.to_dict() for m in obs], "reward": reward,
-        "terminated": bool(terminated), "truncated": bool(truncated),
-        "info": jsonable({k: v for k, v in info.items()
-                          if k != "score" or not isinstance(v, Score)}),
-        "score": score.to_dict() if isinstance(score, Score) else None,
-    }
-    ended = "terminated" if terminated else "truncated" if truncated else None
-    return dumps(body), ended
-
-
-class _Holder:
-    """Closes whatever environment a timed-out creation had built by the time it returns."""
-
-    def __init__(self, envs: list[TextEnv]) -> None:
-        self.envs = envs
-
-    def close(self) -> None:
-        for env in self.envs:
-            env.close()

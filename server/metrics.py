@@ -51,6 +51,19 @@ class Metrics:
         self.step_retries = Counter(
             "gymhub_step_replays", "Retried steps answered from the idempotency cache.",
             registry=r)
+        self._per_env: dict[str, tuple[Histogram, Counter]] = {}
+
+    def for_env(self, env_id: str) -> tuple[Histogram, Counter]:
+        """The step histogram and step counter of one environment, looked up once.
+
+        ``labels()`` takes a lock and builds a key on every call; the step path asks
+        for the same two children thousands of times a second, so they are cached.
+        """
+        children = self._per_env.get(env_id)
+        if children is None:
+            children = (self.step_seconds.labels(env_id), self.steps.labels(env_id))
+            self._per_env[env_id] = children
+        return children
 
     def render(self) -> bytes:
         """The text exposition format for ``GET /metrics``."""

@@ -14,7 +14,6 @@ JSON cannot hold is turned into something it can (see :func:`jsonable`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from gymhub.types import Message, Score
+
+from .jsonio import dumps, loads
 
 __all__ = [
     "CreateEpisode",
@@ -42,6 +43,7 @@ __all__ = [
     "VerifyRequest",
     "dumps",
     "jsonable",
+    "loads",
 ]
 
 _STRICT = ConfigDict(extra="forbid")
@@ -234,12 +236,3 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
         except (TypeError, ValueError):
             pass
     return str(value)
-
-
-def dumps(value: Any) -> bytes:
-    """Serialise for the wire.
-
-    ``ensure_ascii`` is on so that a lone surrogate an agent smuggled into a message
-    travels as an ASCII escape instead of making the UTF-8 encoder raise.
-    """
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()

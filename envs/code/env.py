@@ -1,0 +1,286 @@
+"""``code-v0``: write a Python function over several turns, then submit it to hidden tests.
+
+The agent gets a task (prompt, signature, public examples) and three tools:
+
+* ``run_python(code)`` runs code in the episode's persistent sandboxed REPL
+  (:meth:`gymhub.sandbox.Session.run_python`): variables, imports and files persist
+  between calls like a notebook kernel. A crash or timeout restarts the REPL and the
+  answer says so. Where a backend has no REPL yet, each call runs a fresh interpreter in
+  the same workdir (files persist, variables do not) and the answer says that too.
+* ``run_examples(code)`` runs the public examples against a candidate, with the same
+  harness as the verifier, so "the examples pass" means what it will mean at submission.
+* ``submit(code)`` scores the code with the ``unit_tests`` verifier on the hidden tests in
+  a *fresh* sandbox (never the episode's session, whose files the agent controls) and
+  ends the episode. The agent learns only how many hidden tests passed.
+
+Choices worth knowing:
+* The episode's sandbox session is opened on the first ``run_python``/``run_examples``
+  call and closed when the episode ends, so a one-shot submission costs no session.
+* Outputs shown to the agent are capped (``max_output_chars``, head and tail kept)
+  because a model learns nothing from a megabyte of output.
+* An unusable sandbox is an ``Error:`` answer in a tool and a ``Score.error`` at
+  submission (masked by the learner), never a silent 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gymhub.errors import BackendError, ConfigError
+from gymhub.sandbox import ExecResult, Limits, PythonResult, Sandbox, Session, get_sandbox
+from gymhub.types import Message, Score, ToolCall
+from gymhub.verifiers import Verifier
+from gymhub.verifiers import compile as compile_verifier
+from gymhub.verifiers.unit_tests import Job, run_suites, split_tests
+
+from ..core import VerifierCase
+from ..tasks import Task
+from ..tools import Final, ToolEnv, ToolError, tool
+from .tasks import CodeFixture, builtin_tasks, load_task_file
+
+__all__ = ["DEFAULT_VERIFIER", "CodeEnv"]
+
+DEFAULT_VERIFIER: Mapping[str, Any] = {"type": "unit_tests", "timeout_s": 2.0, "memory_mb": 256}
+
+_SYSTEM = """You are an expert Python programmer. Write the function the user asks for.
+Tools:
+- run_python(code): run Python in your own sandboxed session (standard library only, no \
+network); variables, imports and files persist between calls. Output is capped.
+- run_examples(code): run the public examples against a candidate solution.
+- submit(code): submit the complete solution source; hidden unit tests score it and the \
+episode ends.
+The solution must define `{entry_point}` and return plain data (numbers, strings, lists, \
+tuples, dicts, sets, None). You have {max_turns} turns."""
+
+_NO_REPL_NOTE = ("[note: this sandbox has no persistent REPL; each call runs a fresh "
+                 "interpreter: files persist, variables do not]")
+_RESTART_NOTE = ("[the Python process crashed or timed out and was restarted: variables and "
+                 "imports are gone; files remain]")
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(spec_json: str) -> Verifier:
+    # One compiled verifier per spec per process (the server builds an env per episode).
+    return compile_verifier(json.loads(spec_json), name="unit_tests")
+
+
+@functools.lru_cache(maxsize=8)
+def _sandbox(backend: str | None) -> Sandbox:
+    return get_sandbox(backend)
+
+
+class CodeEnv(ToolEnv):
+    """The Python programming environment.
+
+    Args:
+        tasks: ``None`` for the built-in tasks, a path to a JSONL task file, or tasks.
+        max_turns: turn budget; running out truncates the episode with score 0.
+        difficulty: keep only tasks with these ``meta["difficulty"]`` tags.
+        categories: keep only tasks with these ``meta["category"]`` tags.
+        backend: sandbox backend for the session and the verifier (default: the best one).
+        verifier: a ``unit_tests`` spec; its ``backend`` defaults to ``backend``.
+        run_timeout_s: wall-clock limit of one ``run_python`` call.
+        max_output_chars: characters of tool output shown to the agent.
+        render_mode: ``"ansi"`` or ``None``.
+    """
+
+    def __init__(
+        self,
+        tasks: str | Path | Sequence[Task] | None = None,
+        *,
+        max_turns: int = 10,
+        difficulty: str | Sequence[str] | None = None,
+        categories: str | Sequence[str] | None = None,
+        backend: str | None = None,
+        verifier: Mapping[str, Any] | None = None,
+        run_timeout_s: float = 5.0,
+        max_output_chars: int = 4000,
+        render_mode: str | None = None,
+    ) -> None:
+        if tasks is None:
+            task_list = builtin_tasks()
+        elif isinstance(tasks, str | Path):
+            task_list = load_task_file(tasks)
+        else:
+            task_list = list(tasks)
+        task_list = _filter(task_list, "difficulty", difficulty)
+        task_list = _filter(task_list, "category", categories)
+        if not task_list:
+            raise ConfigError("no tasks left after filtering by difficulty/categories")
+        if any(not isinstance(t.fixture, CodeFixture) for t in task_list):
+            raise ConfigError("code-v0 tasks need a CodeFixture (use load_task_file)")
+        if run_timeout_s <= 0 or max_output_chars < 100:
+            raise ConfigError("run_timeout_s must be > 0 and max_output_chars >= 100")
+        super().__init__(task_list, max_turns=max_turns, render_mode=render_mode)
+        spec = dict(verifier or DEFAULT_VERIFIER)
+        if backend is not None:
+            spec.setdefault("backend", backend)
+        self.verifier = _compiled(json.dumps(spec, sort_keys=True))
+        self.backend = backend
+        self.timeout_s = float(spec.get("timeout_s", 2.0))
+        self.memory_mb = int(spec.get("memory_mb", 256))
+        self.run_timeout_s, self.max_output_chars = run_timeout_s, max_output_chars
+        self.session: Session | None = None
+
+    # ------------------------------------------------------------------ episode
+    def _start(self, task: Task) -> tuple[list[Message], dict[str, Any]]:
+        fx = _fixture(task)
+        system = _SYSTEM.format(entry_point=fx.entry_point, max_turns=self.max_turns)
+        user = f"{task.prompt.strip()}\n\nWrite this function:\n```python\n{fx.signature}\n```"
+        if fx.examples.strip():
+            user += f"\n\nExamples:\n```python\n{fx.examples.strip()}\n```"
+        observation = [Message(role="system", content=system), Message(role="user", content=user)]
+        return observation, {"verifier": self.verifier.id, "entry_point": fx.entry_point}
+
+    def _end(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            session.close()
+
+    def _require_session(self) -> Session:
+        if self.session is None:
+            try:
+                limits = Limits(wall_s=self.run_timeout_s + 2, cpu_s=self.run_timeout_s + 2,
+                                memory_mb=max(self.memory_mb, 256))
+                self.session = _sandbox(self.backend).session(limits)
+            except BackendError as exc:
+                raise ToolError(f"the sandbox is unavailable: {exc}") from exc
+        return self.session
+
+    # -------------------------------------------------------------------- tools
+    @tool
+    def run_python(self, code: str) -> str:
+        """Run Python code in your persistent session and show its output.
+
+        Args:
+            code: Python source; if the last statement is an expression, its value is shown.
+        """
+        session = self._require_session()
+        note = ""
+        try:
+            try:
+                result: ExecResult = session.run_python(code, timeout=self.run_timeout_s)
+            except NotImplementedError:
+                note = _NO_REPL_NOTE
+                result = session.run(["python3", "-I", "-c", code])
+        except BackendError as exc:
+            raise ToolError(f"the sandbox failed: {exc}") from exc
+        except (UnicodeError, ValueError) as exc:
+            raise ToolError(f"cannot run this code: {exc}") from exc
+        return self._cap(_render(result, note, self.run_timeout_s))
+
+    @tool
+    def run_examples(self, code: str) -> str:
+        """Run the public examples against a candidate solution and report each one.
+
+        Args:
+            code: the complete solution source, defining the task's function.
+        """
+        assert self.task is not None
+        fx = _fixture(self.task)
+        if not fx.examples.strip():
+            return "This task has no public examples."
+        job = Job(code, fx.entry_point, split_tests(fx.examples))
+        try:
+            run = run_suites(self._require_session(), [job], timeout_s=self.timeout_s,
+                             memory_mb=self.memory_mb)[0]
+        except BackendError as exc:
+            raise ToolError(f"the sandbox failed: {exc}") from exc
+        if run.error:
+            raise ToolError(f"the examples could not be run: {run.error}")
+        lines = [f"Passed {run.passed}/{len(run.outcomes)} examples."]
+        if run.reason:
+            lines.append(run.reason)
+        for o in run.outcomes:
+            mark = "PASS" if o.status == "passed" else o.status.upper()
+            lines.append(f"{mark} {o.name}" + (f" -- {o.message}" if o.message else ""))
+        return self._cap("\n".join(lines))
+
+    @tool
+    def submit(self, code: str) -> Final:
+        """Submit your final solution; hidden unit tests score it and the episode ends.
+
+        Args:
+            code: the complete solution source, defining the task's function.
+        """
+        assert self.task is not None
+        score = self.verify(code, self.task)
+        if not score.ok:
+            return Final("Submitted. It could not be scored (infrastructure error).", score)
+        passed, total = score.details.get("passed", 0), score.details.get("total", 0)
+        text = f"Submitted. Passed {passed}/{total} hidden tests."
+        if score.details.get("reason") and not passed:
+            text += f" ({score.details['reason']})"
+        return Final(text, score)
+
+    def _cap(self, text: str) -> str:
+        limit = self.max_output_chars
+        if len(text) <= limit:
+            return text
+        cut = len(text) - limit
+        head, tail = text[: limit * 3 // 4], text[-(limit // 4):]
+        return f"{head}\n... [{cut:,} characters cut] ...\n{tail}"
+
+    # ---------------------------------------------------------------- verifier
+    def verify(self, submission: Any, task: Task) -> Score:
+        """Score a solution for ``task`` on its hidden tests in a fresh sandbox."""
+        return self.verifier(submission, task, _fixture(task))
+
+    def gold_action(self) -> Message:
+        """Submit the reference solution."""
+        assert self.task is not None
+        call = ToolCall(id="gold", name="submit", arguments={"code": str(self.task.gold)})
+        return Message(role="assistant", content="", tool_calls=(call,))
+
+    def verifier_cases(self, task: Task) -> list[VerifierCase]:
+        """Gold passes (also with a main block); wrong and hostile code fails; junk scores 0."""
+        gold, ep = str(task.gold), _fixture(task).entry_point
+        main = "\n\nif __name__ == '__main__':\n    print('debug')\n    raise SystemExit(1)\n"
+        return [
+            VerifierCase(gold, "pass", "reference solution"),
+            VerifierCase(gold + main, "pass", "reference with a main block"),
+            VerifierCase(f"def {ep}(*args, **kwargs):\n    return None\n", "fail", "returns None"),
+            VerifierCase("import os\nos._exit(0)\n", "fail", "exits before the tests"),
+            VerifierCase(f"def {ep}(*args:\n    pass\n", "malformed", "syntax error"),
+            VerifierCase("", "malformed", "empty"),
+            VerifierCase(None, "malformed", "not a string"),
+        ]
+
+
+def _fixture(task: Task) -> CodeFixture:
+    if not isinstance(task.fixture, CodeFixture):
+        raise ConfigError(f"task {task.id} has no CodeFixture")
+    return task.fixture
+
+
+def _render(result: ExecResult, note: str, timeout_s: float) -> str:
+    """stdout, stderr and what happened, as the agent sees it."""
+    parts = [note] if note else []
+    if result.stdout:
+        parts.append(result.stdout_text.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr_text.rstrip("\n"))
+    if result.stdout_truncated or result.stderr_truncated:
+        parts.append("[output truncated by the sandbox]")
+    if result.timed_out:
+        parts.append(f"[stopped: over the time limit ({timeout_s:g} s); {result.limit}]")
+    elif result.oom_killed or result.limit:
+        parts.append(f"[killed: {result.limit or 'out of memory'}]")
+    elif result.signal is not None:
+        parts.append(f"[killed by signal {result.signal}]")
+    if isinstance(result, PythonResult) and result.restarted:
+        parts.append(_RESTART_NOTE)
+    elif not note and not isinstance(result, PythonResult) and result.exit_code not in (0, None):
+        parts.append(f"[exit status {result.exit_code}]")
+    return "\n".join(parts) if parts else "(no output)"
+
+
+def _filter(tasks: list[Task], key: str, wanted: str | Sequence[str] | None) -> list[Task]:
+    if wanted is None:
+        return tasks
+    allowed = {wanted} if isinstance(wanted, str) else set(wanted)
+    return [t for t in tasks if t.meta.get(key) in allowed]

@@ -1,0 +1,363 @@
+"""A small keep-alive HTTP/1.1 transport for httpx, on plain asyncio.
+
+Why not httpx's default transport: per request it runs httpcore's pool (which scans
+every connection and, through anyio, builds a dict of socket attributes to ask each
+idle one whether it is readable), anyio cancel scopes around every read and write,
+and h11's pure-Python parser. Measured on the benchmark machine, that was ~950 us of
+client CPU for a request the server answers in ~200 us, so the learner, not the
+server, capped throughput. This transport does what an environment client needs
+and no more: a LIFO stack of idle keep-alive connections per origin, a semaphore for
+the connection limit (waiters are served in order, never scanned), one
+:class:`asyncio.Protocol` per connection that frames responses by
+``Content-Length``, chunked encoding or connection close, and one deadline per
+exchange. It speaks plain HTTP/1.1 and HTTPS; it does not do proxies, HTTP/2 or
+``Expect: 100-continue``.
+
+It is a real :class:`httpx.AsyncBaseTransport`, so ``httpx.AsyncClient(transport=...)``
+works with it; :class:`~gymhub.server.client.AsyncEnvClient` calls :meth:`exchange`
+directly to skip building :class:`httpx.Request` and :class:`httpx.Response` objects.
+Failures are raised as httpx's own exceptions (``ConnectError``, ``ReadTimeout``,
+``RemoteProtocolError`` ...), so callers handle them exactly as with httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass
+
+import httpx
+
+__all__ = ["Http11Transport", "Reply"]
+
+#: Largest response head accepted (status line and headers).
+_MAX_HEAD = 64 * 1024
+_NO_BODY = frozenset({204, 304})
+
+
+@dataclass(slots=True)
+class Reply:
+    """A complete response: the parts of :class:`httpx.Response` the client reads.
+
+    Attributes:
+        status_code: the HTTP status.
+        headers: header names in lower case (repeated headers: the last one wins).
+        content: the whole body.
+        keep_alive: the connection may carry another request.
+    """
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+    keep_alive: bool = True
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection carrying one request at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[Reply] | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.head: tuple[int, dict[str, str], bool] | None = None
+        self.length = -1  # -1: until close; -2: chunked
+        self.head_only = False
+
+    # asyncio.Protocol -----------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.waiter is not None and not self.waiter.done():
+            try:
+                reply = self._parse(eof=False)
+            except httpx.RemoteProtocolError as exc:
+                self.waiter.set_exception(exc)
+                self.abort()
+                return
+            if reply is not None:
+                self.waiter.set_result(reply)
+                self.waiter = None
+
+    def eof_received(self) -> bool | None:
+        self._finish_at_eof()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish_at_eof()
+
+    # use ------------------------------------------------------------------------
+    def send(self, payload: bytes, head_only: bool) -> asyncio.Future[Reply]:
+        """Write one request; the future resolves with its complete reply."""
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.head, self.length, self.head_only = None, -1, head_only
+        self.transport.write(payload)
+        return self.waiter
+
+    def abort(self) -> None:
+        """Drop the connection at once (after a timeout its next bytes would be stale)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        """Close politely."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # framing --------------------------------------------------------------------
+    def _finish_at_eof(self) -> None:
+        self.closed = True
+        waiter, self.waiter = self.waiter, None
+        if waiter is None or waiter.done():
+            return
+        try:
+            reply = self._parse(eof=True)
+        except httpx.RemoteProtocolError as exc:
+            waiter.set_exception(exc)
+            return
+        if reply is not None:
+            waiter.set_result(reply)
+        elif self.head is None and not self.buf:
+            waiter.set_exception(httpx.RemoteProtocolError(
+                "Server disconnected without sending a response."))
+        else:
+            waiter.set_exception(httpx.ReadError("connection closed mid-response"))
+
+    def _parse(self, eof: bool) -> Reply | None:
+        while self.head is None:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buf) > _MAX_HEAD:
+                    raise httpx.RemoteProtocolError("response head too large")
+                return None
+            self._parse_head(bytes(self.buf[:end]))
+            del self.buf[:end + 4]
+        status, headers, keep_alive = self.head
+        if self.length >= 0:
+            if len(self.buf) < self.length:
+                return None
+            body = bytes(self.buf[:self.length])
+            del self.buf[:self.length]
+        elif self.length == -2:
+            chunked = self._dechunk()
+            if chunked is None:
+                return None
+            body = chunked
+        else:  # delimited by the end of the connection
+            if not eof:
+                return None
+            body, keep_alive = bytes(self.buf), False
+            self.buf.clear()
+        return Reply(status, headers, body, keep_alive and not self.closed)
+
+    def _parse_head(self, head: bytes) -> None:
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:100]!r}")
+        status = int(parts[1])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep:
+                raise httpx.RemoteProtocolError(f"malformed header line {line[:100]!r}")
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+        if 100 <= status < 200:  # an interim answer: the real one follows
+            return
+        keep_alive = parts[0] == b"HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        if self.head_only or status in _NO_BODY:
+            self.length = 0
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self.length = -2
+        elif "content-length" in headers:
+            try:
+                self.length = int(headers["content-length"])
+            except ValueError:
+                raise httpx.RemoteProtocolError("malformed Content-Length") from None
+        else:
+            self.length = -1
+        self.head = (status, headers, keep_alive)
+
+    def _dechunk(self) -> bytes | None:
+        """The whole chunked body once all of it has arrived (left in the buffer until then)."""
+        out = bytearray()
+        pos = 0
+        buf = self.buf
+        while True:
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                return None
+            try:
+                size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)
+            except ValueError:
+                raise httpx.RemoteProtocolError("malformed chunk size") from None
+            if size == 0:
+                end = buf.find(b"\r\n\r\n", eol)  # optional trailers, then a blank line
+                if end < 0:
+                    if buf[eol:eol + 4] != b"\r\n\r\n":
+                        return None
+                    end = eol
+                del buf[:end + 4]
+                return bytes(out)
+            start = eol + 2
+            if len(buf) < start + size + 2:
+                return None
+            out += buf[start:start + size]
+            pos = start + size + 2
+
+
+class _Origin:
+    """The connections to one ``scheme://host:port``."""
+
+    def __init__(self, scheme: str, host: str, port: int, limit: int,
+                 tls: ssl.SSLContext | None) -> None:
+        self.host, self.port = host, port
+        self.tls = tls if scheme == "https" else None
+        name = f"[{host}]" if ":" in host else host
+        default = port == (443 if scheme == "https" else 80)
+        self.host_header = (name if default else f"{name}:{port}").encode("idna")
+        self.idle: list[_Connection] = []
+        self.slots = asyncio.Semaphore(limit)
+
+
+class Http11Transport(httpx.AsyncBaseTransport):
+    """Keep-alive HTTP/1.1 connections per origin, at most ``max_connections`` each.
+
+    Args:
+        max_connections: concurrent requests (= open connections) per origin; more
+            requests wait in arrival order.
+        keepalive_s: idle connections older than this are closed rather than reused
+            (keep it below the server's keep-alive timeout: uvicorn's is 30 s under
+            ``gymhub serve``, 5 s by default).
+        timeout: deadline of one exchange when the caller gives none.
+        ssl_context: for ``https`` origins (default: httpx's, which verifies).
+    """
+
+    def __init__(self, *, max_connections: int = 256, keepalive_s: float = 4.0,
+                 timeout: float = 60.0, ssl_context: ssl.SSLContext | None = None) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        self.max_connections = max_connections
+        self.keepalive_s = keepalive_s
+        self.timeout = timeout
+        self._tls = ssl_context
+        self._origins: dict[tuple[str, str, int], _Origin] = {}
+
+    def origin(self, url: str | httpx.URL) -> tuple[str, str, int]:
+        """The ``(scheme, host, port)`` key of a URL (default ports filled in)."""
+        u = httpx.URL(url)
+        if u.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"unsupported scheme {u.scheme!r}")
+        return u.scheme, u.host, u.port or (443 if u.scheme == "https" else 80)
+
+    async def exchange(self, origin: tuple[str, str, int], method: str, target: str,
+                       headers: bytes = b"", body: bytes | None = None,
+                       timeout: float | None = None) -> Reply:
+        """Send one request and read its whole reply.
+
+        Args:
+            origin: from :meth:`origin`.
+            method: ``GET``, ``POST`` ...
+            target: path and query, already encoded (``/v1/episodes?x=1``).
+            headers: extra header lines, each ending in CRLF.
+            body: the request body, if any.
+            timeout: deadline in seconds for everything (waiting for a connection,
+                connecting, sending and reading).
+
+        Raises:
+            httpx.PoolTimeout, httpx.ConnectTimeout, httpx.ReadTimeout: the deadline
+                passed while waiting, connecting or reading.
+            httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError: the
+                connection failed.
+        """
+        pool = self._origins.get(origin)
+        if pool is None:
+            pool = self._origins[origin] = _Origin(*origin, self.max_connections,
+                                                   self._ssl() if origin[0] == "https" else None)
+        head = b"%s %s HTTP/1.1\r\nhost: %s\r\n%s" % (
+            method.encode(), target.encode(), pool.host_header, headers)
+        if body is not None:
+            payload = b"%scontent-length: %d\r\n\r\n%s" % (head, len(body), body)
+        else:
+            payload = head + b"\r\n"
+        stage = "pool"
+        try:
+            async with asyncio.timeout(self.timeout if timeout is None else timeout):
+                await pool.slots.acquire()
+                conn: _Connection | None = None
+                try:
+                    stage = "connect"
+                    conn = self._checkout(pool) or await self._connect(pool)
+                    stage = "read"
+                    reply = await conn.send(payload, method == "HEAD")
+                except BaseException:
+                    if conn is not None:
+                        conn.abort()
+                    pool.slots.release()
+                    raise
+                if reply.keep_alive and not conn.closed:  # back before the slot is freed
+                    conn.idle_since = time.monotonic()
+                    pool.idle.append(conn)
+                else:
+                    conn.close()
+                pool.slots.release()
+        except TimeoutError:
+            kind = {"pool": httpx.PoolTimeout, "connect": httpx.ConnectTimeout}.get(
+                stage, httpx.ReadTimeout)
+            raise kind(f"no {stage if stage != 'read' else 'reply'} within the deadline "
+                       f"({method} {target})") from None
+        return reply
+
+    def _checkout(self, pool: _Origin) -> _Connection | None:
+        now = time.monotonic()
+        while pool.idle:
+            conn = pool.idle.pop()
+            # bytes on an idle connection are not ours to read: never reuse it then
+            if not conn.closed and not conn.buf and now - conn.idle_since < self.keepalive_s:
+                return conn
+            conn.close()
+        return None
+
+    async def _connect(self, pool: _Origin) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            _t, conn = await loop.create_connection(
+                _Connection, pool.host, pool.port, ssl=pool.tls,
+                server_hostname=pool.host if pool.tls is not None else None)
+        except OSError as exc:
+            raise httpx.ConnectError(f"cannot connect to {pool.host}:{pool.port}: {exc}") from exc
+        return conn
+
+    def _ssl(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = httpx.create_ssl_context()
+        return self._tls
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """The :class:`httpx.AsyncBaseTransport` interface over :meth:`exchange`."""
+        body = await request.aread()
+        lines = b"".join(b"%s: %s\r\n" % (k, v) for k, v in request.headers.raw
+                         if k.lower() not in (b"host", b"content-length", b"transfer-encoding"))
+        timeouts = request.extensions.get("timeout") or {}
+        limit = max((v for v in timeouts.values() if v is not None), default=self.timeout)
+        reply = await self.exchange(self.origin(request.url), request.method,
+                                    request.url.raw_path.decode("ascii"), lines,
+                                    body if body or request.method in ("POST", "PUT", "PATCH")
+                                    else None, limit)
+        return httpx.Response(reply.status_code, headers=list(reply.headers.items()),
+                              content=reply.content, request=request,
+                              extensions={"http_version": b"HTTP/1.1"})
+
+    async def aclose(self) -> None:
+        """Close every idle connection (busy ones close when their request ends)."""
+        for pool in self._origins.values():
+            while pool.idle:
+                pool.idle.pop().close()

@@ -1,0 +1,62 @@
+"""JSON in and out of the wire, with orjson when it is installed.
+
+This module imports nothing heavy, so both the server and the (light) client use it.
+orjson is optional: for the small documents of every step it is several times faster
+than the standard library, which matters on both sides of a trivial step. Whatever
+orjson refuses (a lone surrogate an agent smuggled into a message, a non-string
+key) falls back to :mod:`json` with ``ensure_ascii``, which escapes it instead of
+failing, so the choice of encoder never changes what can be sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["dumps", "dumps_lenient", "loads"]
+
+_fast_dumps: Callable[..., bytes] | None
+loads: Callable[[bytes | str], Any]
+try:
+    import orjson
+
+    _fast_dumps = orjson.dumps
+    loads = orjson.loads
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _fast_dumps = None
+    loads = json.loads
+
+
+def dumps(value: Any) -> bytes:
+    """Serialise strictly: what JSON cannot hold raises (the server's replies).
+
+    Non-finite floats are refused by the standard encoder and written as ``null`` by
+    orjson; :func:`gymhub.server.wire.jsonable` turns them into strings before either
+    sees them.
+    """
+    if _fast_dumps is not None:
+        try:
+            return _fast_dumps(value)
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            pass
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _unserializable(obj: Any) -> dict[str, str]:
+    return {"__unserializable__": type(obj).__name__}
+
+
+def dumps_lenient(value: Any) -> bytes:
+    """Serialise anything (the client's requests).
+
+    An object JSON cannot hold becomes ``{"__unserializable__": "<type>"}``, so a bad
+    action reaches the environment and is answered as malformed, as it would be locally.
+    """
+    if _fast_dumps is not None:
+        try:
+            return _fast_dumps(value, default=_unserializable)
+        except TypeError:
+            pass
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"),
+                      default=_unserializable).encode()

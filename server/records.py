@@ -1,0 +1,86 @@
+"""An episode's record on the server, and the replies built for it in worker threads.
+
+Replies are built and serialised to JSON bytes in the worker thread that ran the
+environment, so the event loop only moves bytes, and the same bytes are the
+idempotency cache (a retried step gets exactly the bytes of the first answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymhub.envs import TextEnv
+from gymhub.types import Score
+
+from .wire import dumps, jsonable
+
+__all__ = ["Episode", "Holder", "creation_reply", "step_reply"]
+
+
+@dataclass(eq=False)
+class Episode:
+    """One episode held by the server.
+
+    Attributes:
+        id: the unguessable id handed to the client.
+        env_id: which environment it runs.
+        env: the live environment; ``None`` once the episode has ended.
+        seq: the last applied step (0 before the first).
+        last_reply: the serialised reply of step ``seq``, replayed on a retry.
+        created_reply: the serialised creation reply, replayed for a repeated ``request_id``.
+        last_used: monotonic time of the last request, for the TTL reaper.
+    """
+
+    id: str
+    env_id: str
+    env: TextEnv | None
+    created_reply: bytes = b""
+    request_id: str | None = None
+    seq: int = 0
+    last_reply: bytes | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    closed: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def creation_reply(env: TextEnv, episode_id: str, env_id: str, seed: int | None,
+                   options: Mapping[str, Any] | None) -> bytes:
+    """Reset in the worker thread and serialise the creation reply there."""
+    obs, info = env.reset(seed=seed, options=dict(options) if options else None)
+    return dumps({"episode_id": episode_id, "env": env_id,
+                  "observation": [m.to_dict() for m in obs], "info": jsonable(info)})
+
+
+def step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]:
+    """Step in the worker thread and serialise the reply there, off the event loop."""
+    obs, reward, terminated, truncated, info = env.step(action)
+    score = info.get("score")
+    reward = float(reward)
+    if not math.isfinite(reward):
+        raise ValueError(f"the environment returned a non-finite reward {reward!r}")
+    body = {
+        "seq": seq, "observation": [m.to_dict() for m in obs], "reward": reward,
+        "terminated": bool(terminated), "truncated": bool(truncated),
+        "info": jsonable({k: v for k, v in info.items()
+                          if k != "score" or not isinstance(v, Score)}),
+        "score": score.to_dict() if isinstance(score, Score) else None,
+    }
+    ended = "terminated" if terminated else "truncated" if truncated else None
+    return dumps(body), ended
+
+
+class Holder:
+    """Closes whatever environment a timed-out creation had built by the time it returns."""
+
+    def __init__(self, envs: list[TextEnv]) -> None:
+        self.envs = envs
+
+    def close(self) -> None:
+        """Close every environment built so far."""
+        for env in self.envs:
+            env.close()
