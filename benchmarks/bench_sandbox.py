@@ -6,6 +6,11 @@
    (median, p95, and the overhead over bare). Aim: bwrap overhead < 10 ms median.
 2. Calls per second with 2, 8 and 32 concurrent callers, per backend (bare for scale).
 3. Docker (Podman here) with the warm pool vs without it (a container per call).
+4. ``run_python("print(1)")`` in a warm session's persistent REPL vs spawning a sandboxed
+   interpreter per call (``python3 -c 'print(1)'`` in the same session), per backend.
+   Aim: REPL under 5 ms median.
+
+``--skip-throughput`` runs sections 1 and 4 only (the quick way to compare ratios).
 
 The docker rows appear when a Docker/Podman API answers (``.ci/setup_sandbox.sh``).
 """
@@ -20,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from gymhub.sandbox import Limits, Sandbox
+from gymhub.sandbox import Limits, Sandbox, Session
 from gymhub.sandbox.bwrap import BwrapSandbox
 from gymhub.sandbox.docker_backend import DockerSandbox
 
@@ -62,9 +67,35 @@ def throughput(fn: Callable[[], object], workers: int, calls: int) -> float:
         return calls / (time.perf_counter() - t)
 
 
+def run_python_section(backends: dict[str, Sandbox], n: int) -> None:
+    """Warm REPL round trip vs a fresh sandboxed interpreter, in the same session."""
+    print("\n== print(1): persistent REPL (run_python) vs an interpreter per call (ms) ==")
+    print(f"{'backend':<15}{'runner':<22}{'median':>9}{'p95':>9}{'ratio':>8}")
+    for name, sb in backends.items():
+        if "nopool" in name:
+            continue
+        with sb.session() as session:
+            def spawn(s: Session = session) -> object:
+                res = s.run([PY, "-c", "print(1)"])
+                assert res.ok and res.stdout == b"1\n", res
+                return res
+
+            def repl(s: Session = session) -> object:
+                res = s.run_python("print(1)")
+                assert res.ok and res.stdout == b"1\n" and not res.restarted, res
+                return res
+
+            per_call = timed(spawn, n)
+            warm = timed(repl, n * 3)
+        smed, rmed = statistics.median(per_call), statistics.median(warm)
+        print(f"{name:<15}{'interpreter per call':<22}{smed:>9.2f}{p95(per_call):>9.2f}{1.0:>8.1f}")
+        print(f"{'':<15}{'warm REPL':<22}{rmed:>9.2f}{p95(warm):>9.2f}{rmed / smed:>8.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--skip-throughput", action="store_true", help="latency sections only")
     args = ap.parse_args()
     n = 10 if args.quick else 30
     backends: dict[str, Sandbox] = {"bwrap": BwrapSandbox(LIMITS)}
@@ -89,6 +120,12 @@ def main() -> int:
             print(f"{'':<16}{name:<15}{med:>9.2f}{p95(xs):>9.2f}{med - bmed:>+10.2f}"
                   f"{med / bmed:>8.1f}")
 
+    run_python_section(backends, n)
+    if args.skip_throughput:
+        for sb in backends.values():
+            sb.close()
+        return 0
+
     print("\n== calls/second, `true`, concurrent callers (2 cores) ==")
     print(f"{'runner':<15}" + "".join(f"{w:>10}" for w in (2, 8, 32)))
     rows: list[tuple[str, Callable[[], object], int]] = [("bare", bare(["true"]), 200)]
@@ -101,8 +138,6 @@ def main() -> int:
                  for w in (2, 8, 32)]
         print(f"{name:<15}" + "".join(f"{r:>10.1f}" for r in rates))
 
-    print("\n== run_python (persistent REPL) vs a sandboxed interpreter per call ==")
-    print("not implemented yet: Session.run_python raises NotImplementedError")
     for sb in backends.values():
         sb.close()
     return 0

@@ -9,6 +9,8 @@ Use::
     with sandbox.session() as s:                 # one per episode
         s.write_file("sol.py", code)
         result = s.run(["python3", "sol.py"], collect=["out.txt"])
+        s.run_python("import sol; x = sol.f(3)")  # persistent REPL: x survives
+        s.run_python("x + 1").value                 # -> repr of the trailing expression
 
 Backends: ``bwrap`` (default; :mod:`gymhub.sandbox.bwrap`), ``docker`` (Docker Engine
 API, also Podman's; :mod:`gymhub.sandbox.docker_backend`), ``local`` (no isolation,
@@ -34,6 +36,17 @@ in ``tests/sandbox/test_attacks.py``, run on every available backend):
   (names checked, paths walked with ``O_NOFOLLOW``); nested user namespaces
   (``--disable-userns``, all capabilities dropped, no-new-privileges).
 * **Bad bytes**: non-UTF-8 output is returned as bytes, decoded only with replacement.
+* **The persistent REPL** (``Session.run_python``; tests in ``tests/sandbox/test_repl.py``,
+  also on ``local``): it runs inside the session's sandbox with the session's limits, as
+  the sandbox user, in its own cgroup (``bwrap``) or the session's container
+  (``docker``). A crash (``os._exit``, segfault, ``abort``, recursion), a memory or fork
+  bomb, a loop past the call's timeout or CPU budget, closing or replacing its channel
+  descriptors, or writing frames or garbage to them kills it and everything it started;
+  the result says ``restarted=True`` with a reason and the next call gets a fresh
+  interpreter. Printing fake frames, or garbage to fd 1, is only output: the protocol
+  has its own descriptors. The host reads at most one bounded frame per call and checks
+  its random id. Commands run by ``Session.run`` in the same session cannot kill it
+  (``docker`` spares its process session when cleaning up after a command).
 
 What they do **not** protect against:
 
@@ -49,7 +62,16 @@ What they do **not** protect against:
   only by rlimits and the deadline (``RLIMIT_NPROC`` counts all of the user's processes);
 * a command's own session workdir: files it writes persist until the session closes,
   and a later call of the same session sees them (by design);
-* the ``local`` backend protects against nothing but runaway resources.
+* the ``local`` backend protects against nothing but runaway resources;
+* the REPL's code shares its process with the REPL server: it can read the current
+  request id from memory and forge *its own* call's answer (the stale real answer is
+  then caught and the interpreter replaced by the next call), so a REPL result is only
+  as trustworthy as the code that produced it. Score with a fresh sandbox, never with
+  ``run_python`` results. Background threads and processes it starts keep running
+  between calls (like a notebook), bounded by its cgroup/container limits and a
+  lifetime ``RLIMIT_CPU``, until a restart or the session's end; on ``docker`` a call's
+  CPU time is bounded by its wall timeout only. Output of a call that killed the
+  interpreter is lost.
 """
 
 from __future__ import annotations

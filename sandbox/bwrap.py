@@ -36,6 +36,7 @@ from gymhub.sandbox.base import WORKDIR, Limits, Sandbox, Session
 from gymhub.sandbox.cgroups import detect
 from gymhub.sandbox.hostsession import HostSession
 from gymhub.sandbox.workdir import base_dir
+from gymhub.sandbox.workdir_pool import WorkdirPool
 
 __all__ = ["BwrapSandbox", "BwrapSession"]
 
@@ -118,6 +119,8 @@ class BwrapSandbox(Sandbox):
         self.setpriv = setpriv or "setpriv"
         self.etc = _runtime_etc()
         self._static = self._static_args()
+        uid, gid = self.drop_to or (os.geteuid(), os.getegid())
+        self.workdirs = WorkdirPool(self.limits.workdir_mb, uid, gid)
 
     @classmethod
     def available(cls) -> bool:
@@ -170,13 +173,17 @@ class BwrapSandbox(Sandbox):
         uid, gid = self.drop_to or (os.geteuid(), os.getegid())
         return BwrapSession(self, limits or self.limits, uid, gid)
 
+    def close(self) -> None:
+        """Remove the ready workdirs and those still waiting for removal."""
+        self.workdirs.close()
+
 
 class BwrapSession(HostSession):
     """A bwrap session: one workdir, a fresh bwrap per call."""
 
     def __init__(self, sandbox: BwrapSandbox, limits: Limits, uid: int, gid: int) -> None:
         self._sandbox = sandbox
-        super().__init__(sandbox.name, limits, sandbox.cgroups, uid, gid)
+        super().__init__(sandbox.name, limits, sandbox.cgroups, uid, gid, sandbox.workdirs)
 
     def _wrap(self, argv: Sequence[str], env: Mapping[str, str], limits: Limits, *,
               repl: bool = False) -> list[str]:

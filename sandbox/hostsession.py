@@ -35,6 +35,7 @@ from gymhub.sandbox.cgroups import CallCgroup, Cgroups
 from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv, run_monitored
 from gymhub.sandbox.repl import Channel, Death, ReplClient, server_argv
 from gymhub.sandbox.workdir import HostWorkdir
+from gymhub.sandbox.workdir_pool import WorkdirPool
 
 __all__ = ["BASE_ENV", "HostChannel", "HostSession", "repl_rlimits"]
 
@@ -201,18 +202,24 @@ class HostSession(Session):
         cgroups: writable hierarchy, or None to rely on rlimits alone.
         uid: host uid that owns the workdir (the sandbox user).
         gid: host gid of the same.
+        workdirs: the backend's pool of ready workdirs, used when its size matches.
     """
 
     def __init__(self, backend: str, limits: Limits, cgroups: Cgroups | None,
-                 uid: int, gid: int) -> None:
+                 uid: int, gid: int, workdirs: WorkdirPool | None = None) -> None:
         self.backend = backend
         self.limits = limits
         self._cgroups = cgroups
         self._lock = threading.RLock()
         self._closed = False
         self._repl = ReplClient(self._start_repl, limits, backend)
+        self._workdirs = workdirs
+        if workdirs is not None and (workdirs.size_mb, workdirs.uid, workdirs.gid) != (
+                limits.workdir_mb, uid, gid):
+            self._workdirs = None
         try:
-            self.workdir = HostWorkdir(limits.workdir_mb, uid, gid)
+            self.workdir = (self._workdirs.take() if self._workdirs is not None
+                            else HostWorkdir(limits.workdir_mb, uid, gid))
         except OSError as exc:
             raise BackendError(f"cannot create a workdir: {exc}") from exc
 
@@ -354,7 +361,10 @@ class HostSession(Session):
                 return
             self._closed = True
             self._repl.kill()
-            self.workdir.remove()
+            if self._workdirs is not None:  # nothing of the session runs any more
+                self._workdirs.give_back(self.workdir)
+            else:
+                self.workdir.remove()
 
     @property
     def closed(self) -> bool:

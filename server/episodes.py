@@ -73,7 +73,8 @@ class EpisodeManager:
         step_timeout_s: deadline for one reset or step, queueing in the pool included.
         workers: threads running environment code.
         retry_after_s: what a capacity refusal tells the client to wait.
-        recycle: finished environments kept per id for reuse (0 disables).
+        recycle: finished environments always kept per id for reuse; more are kept
+            while live plus idle ones fit in ``max_episodes`` (0 disables reuse).
         env_kwargs: constructor arguments per environment id.
         metrics: where to count; a private set is made if omitted.
     """
@@ -417,8 +418,19 @@ class EpisodeManager:
             self._dispose(env)
 
     def _give_back(self, env_id: str, env: TextEnv) -> None:
+        """Keep a finished environment for the next episode, within the memory bound.
+
+        A closed loop at N concurrent episodes has about N x (two round trips) /
+        (episode length) environments between "finished" and "reopened" at any time,
+        far more than a fixed small cap at high N (building echo-v0 anew was a sixth of
+        the server's CPU at 512 episodes). So up to ``recycle`` are always kept, and
+        more while live plus idle environments stay within ``max_episodes``, which
+        the server must be able to hold anyway.
+        """
         free = self._free[env_id]
-        if len(free) < self.recycle and not self.draining:
+        idle = sum(len(f) for f in self._free.values()) if len(self._free) > 1 else len(free)
+        if not self.draining and self.recycle > 0 and (len(free) < self.recycle
+                                  or self.live + idle < self.max_episodes):
             free.append(env)
         else:
             self._dispose(env)

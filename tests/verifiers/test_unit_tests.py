@@ -13,6 +13,7 @@ from gymhub.errors import BackendError, SpecError
 from gymhub.sandbox import ExecResult, available_backends
 from gymhub.verifiers import compile
 from gymhub.verifiers import unit_tests as ut
+from gymhub.verifiers.unit_tests_harness import COMMON
 
 pytestmark = pytest.mark.skipif(not available_backends(), reason="no sandbox backend here")
 
@@ -61,7 +62,7 @@ def test_codec_round_trips_plain_data_and_rejects_junk() -> None:
     limit = sys.getrecursionlimit()
     ns: dict[str, Any] = {}
     try:
-        exec(ut._COMMON, ns)
+        exec(COMMON, ns)
     finally:
         sys.setrecursionlimit(limit)
     values = [None, True, False, 0, -(10**50), 2.5, -0.0, float("inf"), 1 + 2j, "h\udcffé",
