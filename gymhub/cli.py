@@ -248,15 +248,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         module = importlib.import_module(_DELEGATED[argv[0]])
         rest = argv[1:]
-        if argv[0] == "sandbox":
-            if not rest or rest[0] != "exec":
-                print(
-                    "usage: gymhub sandbox exec [--backend B] [--timeout S] [--memory MB] "
-                    "[--json] -- ARGV...",
-                    file=sys.stderr,
-                )
-                return 2
-            rest = rest[1:]
         return int(module.main(rest))
     args = _build_parser().parse_args(argv)
     from gymhub.errors import GymhubError

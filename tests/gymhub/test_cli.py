@@ -51,3 +51,20 @@ def test_play_reads_tool_calls_from_stdin():
     out = gymhub("play", "sql-v0", "--seed", "0", input="list_tables\nrun_sql SELECT 1 AS one\nsubmit SELECT 1\n")
     assert out.returncode == 0, out.stderr
     assert "Tables:" in out.stdout and "one" in out.stdout and "episode over (terminated)" in out.stdout
+
+
+def test_sandbox_exec_is_delegated():
+    import shutil
+
+    if not shutil.which("bwrap"):
+        import pytest
+        pytest.skip("bubblewrap is not installed")
+    out = gymhub("sandbox", "exec", "--json", "--", "python3", "-c", "print(6 * 7)")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["stdout"] == "42\n" and result["exit_code"] == 0 and result["backend"] == "bwrap"
+
+
+def test_train_help_is_delegated():
+    out = gymhub("train", "--help")
+    assert out.returncode == 0 and "--config" in out.stdout
