@@ -147,9 +147,10 @@ def _cmd_play(args: argparse.Namespace) -> int:
     options = {"task_id": args.task} if args.task else None
     obs, info = env.reset(seed=args.seed, options=options)
     tools = {t["function"]["name"]: t for t in info.get("tools", [])}
+    example = next(iter(tools), "tool")
     print(
-        f"task {info['task_id']} — type `TOOL ARG` (e.g. `run_sql SELECT 1`), "
-        "`TOOL {json}`, plain text, or :quit"
+        f"task {info['task_id']}: type `TOOL ARG` (e.g. `{example} ...`), `TOOL {{json}}`, "
+        "plain text, or :quit"
     )
     for t in tools.values():
         fn = t["function"]
