@@ -75,6 +75,7 @@ def create_app(
     workers: int | None = None,
     retry_after_s: float = 1.0,
     recycle: int = 64,
+    idle_env_ttl_s: float | None = 60.0,
     expose_reference: bool = True,
     drain_timeout_s: float = 30.0,
     env_kwargs: dict[str, dict[str, Any]] | None = None,
@@ -96,6 +97,8 @@ def create_app(
         workers: threads for environment code (default: ``min(32, cpus + 4)``).
         retry_after_s: the ``Retry-After`` a 429 carries.
         recycle: finished environments kept per id for reuse (0 disables).
+        idle_env_ttl_s: idle seconds after which environments kept beyond ``recycle``
+            (after a load peak) are closed; ``None`` keeps them.
         expose_reference: serve gold actions, verifier cases and ``/v1/verify`` (what
             ``check_env`` and ``--policy gold`` need); switch off on shared servers.
         drain_timeout_s: how long shutdown waits for in-flight steps.
@@ -107,7 +110,8 @@ def create_app(
     manager = EpisodeManager(
         registry or default_registry, env_ids, max_episodes=max_episodes, ttl_s=ttl_s,
         step_timeout_s=step_timeout_s, workers=workers or min(32, (os.cpu_count() or 1) + 4),
-        retry_after_s=retry_after_s, recycle=recycle, env_kwargs=env_kwargs,
+        retry_after_s=retry_after_s, recycle=recycle, idle_env_ttl_s=idle_env_ttl_s,
+        env_kwargs=env_kwargs,
     )
     metrics = manager.metrics
 

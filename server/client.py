@@ -25,83 +25,43 @@ What this client promises, because the anchors broke each of these promises:
   (:func:`gymhub.server.errors.error_from_wire`), e.g.
   :class:`~gymhub.errors.EpisodeFinished` exactly as a local environment raises it.
 
+The settings (:class:`ClientConfig`) and the retry arithmetic both clients share
+live in :mod:`gymhub.server.retries`; :class:`ClientConfig` is re-exported here.
+
 This module imports only :mod:`gymhub.types`, :mod:`gymhub.errors`, the server's
-error module and httpx: a learner can use it without FastAPI or the environments.
+error, retry and transport modules and httpx: a learner can use it without FastAPI
+or the environments.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-from gymhub.errors import GymhubError
 from gymhub.types import Message, Score, StepResult
 
-from .errors import RequestTimeout, ServerError, TransportError, error_from_wire
+from .errors import ServerError
 from .http11 import Http11Transport
 from .jsonio import dumps_lenient, loads
+from .retries import (
+    RETRY_EXC,
+    RETRY_STATUS,
+    Answer,
+    ClientConfig,
+    RetryPolicy,
+    decode_error,
+    retry_after,
+)
 
 __all__ = ["AsyncEnvClient", "ClientConfig", "EnvClient", "RemoteEpisode", "encode_action"]
-
-#: Statuses retried even without a Retry-After (a proxy's transient failures included).
-_RETRY_STATUS = frozenset({429, 502, 503})
-#: Transport failures after which the same request may safely be sent again.
-_RETRY_EXC = (httpx.TransportError,)
-
-
-@dataclass(frozen=True)
-class ClientConfig:
-    """How a client talks to one server.
-
-    Attributes:
-        base_url: ``http://host:port`` (a path prefix is kept, ``/v1`` is added).
-        token: bearer token, if the server requires one.
-        timeout: deadline in seconds for one call, all retries included. Keep it above
-            the server's step deadline so that a slow step is reported as the server's
-            504, not as a client timeout.
-        connect_timeout: deadline for opening one connection.
-        retries: extra attempts after the first (bounded; 0 disables retries).
-        backoff_s: first backoff; it doubles per attempt, with full jitter.
-        max_backoff_s: cap on one backoff sleep (and on an honoured Retry-After).
-        max_connections: connections (and so concurrent requests) to this server.
-        keepalive_s: idle seconds after which a connection is not reused (keep it
-            below the server's keep-alive timeout; ``gymhub serve`` uses 30 s).
-    """
-
-    base_url: str
-    token: str | None = None
-    timeout: float = 120.0
-    connect_timeout: float = 5.0
-    retries: int = 4
-    backoff_s: float = 0.05
-    max_backoff_s: float = 2.0
-    max_connections: int = 256
-    keepalive_s: float = 4.0
-
-    def headers(self) -> dict[str, str]:
-        """Headers sent on every request."""
-        out = {"content-type": "application/json", "accept": "application/json"}
-        if self.token:
-            out["authorization"] = f"Bearer {self.token}"
-        return out
-
-    def limits(self, connections: int | None = None) -> httpx.Limits:
-        """Explicit pool limits: one keep-alive connection per admitted request."""
-        n = connections or self.max_connections
-        return httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=30)
-
-    def root(self) -> str:
-        """The ``/v1`` root of the API."""
-        return self.base_url.rstrip("/") + "/v1"
 
 
 def encode_action(action: Any) -> Any:
@@ -128,77 +88,6 @@ def _step_result(body: Mapping[str, Any]) -> StepResult:
         reward=float(body["reward"]), terminated=bool(body["terminated"]),
         truncated=bool(body["truncated"]), info=info,
     )
-
-
-class _Answer(Protocol):
-    """What the client reads of a response: a :class:`Reply` or an :class:`httpx.Response`."""
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-    @property
-    def content(self) -> bytes: ...
-
-
-def _error(resp: _Answer) -> GymhubError:
-    retry_after = _retry_after(resp)
-    try:
-        detail = loads(resp.content)["error"]
-        code, message = str(detail["code"]), str(detail["message"])
-        expected = detail.get("expected_seq")
-    except (ValueError, KeyError, TypeError):
-        code, message = f"http_{resp.status_code}", resp.content[:500].decode(errors="replace")
-        expected = None
-    return error_from_wire(resp.status_code, code, message, retry_after=retry_after,
-                           expected=expected if isinstance(expected, int) else None)
-
-
-def _retry_after(resp: _Answer) -> float | None:
-    value = resp.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
-class _Policy:
-    """Shared retry arithmetic of the sync and async clients."""
-
-    def __init__(self, config: ClientConfig) -> None:
-        self.config = config
-
-    def attempt_timeout(self, deadline: float) -> httpx.Timeout:
-        left = max(0.001, deadline - time.monotonic())
-        return httpx.Timeout(left, connect=min(self.config.connect_timeout, left))
-
-    def sleep_for(self, attempt: int, deadline: float, retry_after: float | None) -> float | None:
-        """Seconds to sleep before attempt ``attempt + 1``, or ``None`` to give up."""
-        if attempt >= self.config.retries:
-            return None
-        cap = min(self.config.max_backoff_s, self.config.backoff_s * 2**attempt)
-        delay = random.uniform(0, cap)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.config.max_backoff_s))
-        if time.monotonic() + delay >= deadline:
-            return None
-        return delay
-
-    def give_up(self, exc: BaseException | None, last: GymhubError | None, what: str,
-                started: float, attempts: int) -> GymhubError:
-        if last is not None:
-            return last
-        waited = time.monotonic() - started
-        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-            return RequestTimeout(f"{what}: no answer from {self.config.base_url} within "
-                                  f"{waited:.1f} s ({type(exc).__name__})")
-        return TransportError(f"{what}: cannot reach {self.config.base_url} "
-                              f"({attempts} attempt(s) in {waited:.1f} s): "
-                              f"{type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -267,7 +156,7 @@ class AsyncEnvClient:
     def __init__(self, base_url: str, *, transport: httpx.AsyncBaseTransport | None = None,
                  **config: Any) -> None:
         self.config = ClientConfig(base_url=base_url, **config)
-        self._policy = _Policy(self.config)
+        self._policy = RetryPolicy(self.config)
         self._own = Http11Transport(max_connections=self.config.max_connections,
                                     keepalive_s=self.config.keepalive_s,
                                     timeout=self.config.timeout)
@@ -290,7 +179,7 @@ class AsyncEnvClient:
         await self._own.aclose()
 
     async def _send(self, method: str, path: str, content: bytes | None, timeout: float
-                    ) -> _Answer:
+                    ) -> Answer:
         """One attempt: ``path`` is relative to the server's root (query included)."""
         if self._transport is None:
             headers = self._header_lines + self._json_line if content is not None \
@@ -317,20 +206,20 @@ class AsyncEnvClient:
         target = "/v1" + path + ("?" + urlencode(params) if params else "")
         attempt, exc, last = 0, None, None
         while True:
-            retry_after = None
+            wait: float | None = None
             try:
                 resp = await self._send(method, target, content,
                                         max(0.001, deadline - time.monotonic()))
-            except _RETRY_EXC as e:
+            except RETRY_EXC as e:
                 exc, last = e, None
             else:
                 if resp.status_code < 400:
                     return loads(resp.content)
-                last = _error(resp)
-                if resp.status_code not in _RETRY_STATUS or not busy_retry:
+                last = decode_error(resp)
+                if resp.status_code not in RETRY_STATUS or not busy_retry:
                     raise last
-                retry_after = _retry_after(resp)
-            delay = self._policy.sleep_for(attempt, deadline, retry_after)
+                wait = retry_after(resp)
+            delay = self._policy.sleep_for(attempt, deadline, wait)
             if delay is None:
                 raise self._policy.give_up(exc, last, what or f"{method} {path}", started,
                                           attempt + 1)
@@ -342,10 +231,10 @@ class AsyncEnvClient:
         started = time.monotonic()
         try:
             resp = await self._send("GET", "/healthz", None, self.config.timeout)
-        except _RETRY_EXC as e:
+        except RETRY_EXC as e:
             raise self._policy.give_up(e, None, "health", started, 1) from e
         if resp.status_code >= 400 and resp.status_code != 503:
-            raise _error(resp)
+            raise decode_error(resp)
         out: dict[str, Any] = loads(resp.content)
         return out
 
@@ -417,7 +306,7 @@ class EnvClient:
     def __init__(self, base_url: str, *, transport: httpx.BaseTransport | None = None,
                  **config: Any) -> None:
         self.config = ClientConfig(base_url=base_url, **config)
-        self._policy = _Policy(self.config)
+        self._policy = RetryPolicy(self.config)
         self._http = httpx.Client(
             headers=self.config.headers(), limits=self.config.limits(), transport=transport,
             timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
@@ -436,21 +325,21 @@ class EnvClient:
         content = _dumps(body) if body is not None else None
         attempt, exc, last = 0, None, None
         while True:
-            retry_after = None
+            wait: float | None = None
             try:
                 resp = self._http.request(method, self._root + path, content=content,
                                           params=params,
                                           timeout=self._policy.attempt_timeout(deadline))
-            except _RETRY_EXC as e:
+            except RETRY_EXC as e:
                 exc, last = e, None
             else:
                 if resp.status_code < 400:
                     return resp.json()
-                last = _error(resp)
-                if resp.status_code not in _RETRY_STATUS:
+                last = decode_error(resp)
+                if resp.status_code not in RETRY_STATUS:
                     raise last
-                retry_after = _retry_after(resp)
-            delay = self._policy.sleep_for(attempt, deadline, retry_after)
+                wait = retry_after(resp)
+            delay = self._policy.sleep_for(attempt, deadline, wait)
             if delay is None:
                 raise self._policy.give_up(exc, last, what or f"{method} {path}", started,
                                           attempt + 1)

@@ -16,10 +16,11 @@ Replies are built and serialised to JSON bytes in the worker thread that ran the
 environment, so the event loop only moves bytes; the same bytes are the idempotency
 cache.
 
-Environment instances whose episode ended normally are *recycled* (kept in a small
-free list and reset for the next episode), because building an environment can cost
-ten times a step. An episode that was closed early, reaped or timed out is closed and
-never recycled, so resources of an abandoned episode are released at once.
+Environment instances whose episode ended normally are *recycled* (kept and reset
+for the next episode, see :mod:`.recycling`), because building an environment can
+cost ten times a step; the reaper also closes those a past load peak left idle. An
+episode that was closed early, reaped or timed out is closed and never recycled, so
+resources of an abandoned episode are released at once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import secrets
 import time
 from collections import OrderedDict
@@ -49,6 +51,7 @@ from .errors import (
 )
 from .metrics import Metrics
 from .records import Episode, Holder, creation_reply, step_reply
+from .recycling import Recycler
 from .workers import Closable, Workers
 
 __all__ = ["Episode", "EpisodeManager"]
@@ -75,6 +78,8 @@ class EpisodeManager:
         retry_after_s: what a capacity refusal tells the client to wait.
         recycle: finished environments always kept per id for reuse; more are kept
             while live plus idle ones fit in ``max_episodes`` (0 disables reuse).
+        idle_env_ttl_s: idle seconds after which a kept environment beyond ``recycle``
+            is closed (``None`` keeps them until shutdown).
         env_kwargs: constructor arguments per environment id.
         metrics: where to count; a private set is made if omitted.
     """
@@ -90,6 +95,7 @@ class EpisodeManager:
         workers: int = 8,
         retry_after_s: float = 1.0,
         recycle: int = 64,
+        idle_env_ttl_s: float | None = 60.0,
         env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -99,6 +105,8 @@ class EpisodeManager:
             raise ConfigError("max_episodes and workers must be >= 1, step_timeout_s > 0")
         if ttl_s is not None and ttl_s <= 0:
             raise ConfigError("ttl_s must be positive (or None to disable reaping)")
+        if idle_env_ttl_s is not None and idle_env_ttl_s <= 0:
+            raise ConfigError("idle_env_ttl_s must be positive (or None to keep idle envs)")
         self.registry = registry
         self.specs = {i: registry.spec(i) for i in dict.fromkeys(env_ids)}
         self.max_episodes = max_episodes
@@ -107,14 +115,14 @@ class EpisodeManager:
         self.step_timeout_s = step_timeout_s
         self.workers = workers
         self.retry_after_s = retry_after_s
-        self.recycle = recycle
+        self.idle_env_ttl_s = idle_env_ttl_s
         self.env_kwargs = {k: dict(v) for k, v in (env_kwargs or {}).items()}
         self.metrics = metrics or Metrics(lambda: self.live)
         self.episodes: dict[str, Episode] = {}
         self.live = 0  # live environments, including creations in progress
         self.draining = False
         self.catalog = Catalog(registry)
-        self._free: dict[str, list[TextEnv]] = {i: [] for i in self.specs}
+        self.recycler = Recycler(self.specs, recycle, idle_env_ttl_s, self._dispose)
         self._tombstones: OrderedDict[str, str] = OrderedDict()
         self._creating: dict[str, asyncio.Future[bytes]] = {}
         self._requests: dict[str, Episode] = {}  # request_id -> episode, for idempotent create
@@ -174,9 +182,7 @@ class EpisodeManager:
                 envs.append((ep.env_id, ep.env))
                 self._count_finish(ep.env_id, "shutdown")
             self._forget(ep, "the server shut down")
-        for free in self._free.values():
-            envs.extend(("", e) for e in free)
-            free.clear()
+        envs.extend(("", e) for e in self.recycler.drain())
         closed_episodes = len(envs)
         envs.extend(("", e) for e in self.catalog.envs())
         await self.pool.close_all([e for _, e in envs])
@@ -361,8 +367,7 @@ class EpisodeManager:
 
     async def _create(self, env_id: str, seed: int | None, task_id: str | None,
                       options: Mapping[str, Any] | None, request_id: str | None) -> bytes:
-        free = self._free[env_id]
-        recycled = free.pop() if free else None
+        recycled = self.recycler.take(env_id)
         if recycled is not None and seed is None:
             seed = secrets.randbelow(2**31)  # a recycled env must not replay its old RNG
         opts = dict(options or {})
@@ -418,22 +423,12 @@ class EpisodeManager:
             self._dispose(env)
 
     def _give_back(self, env_id: str, env: TextEnv) -> None:
-        """Keep a finished environment for the next episode, within the memory bound.
-
-        A closed loop at N concurrent episodes has about N x (two round trips) /
-        (episode length) environments between "finished" and "reopened" at any time,
-        far more than a fixed small cap at high N (building echo-v0 anew was a sixth of
-        the server's CPU at 512 episodes). So up to ``recycle`` are always kept, and
-        more while live plus idle environments stay within ``max_episodes``, which
-        the server must be able to hold anyway.
-        """
-        free = self._free[env_id]
-        idle = sum(len(f) for f in self._free.values()) if len(self._free) > 1 else len(free)
-        if not self.draining and self.recycle > 0 and (len(free) < self.recycle
-                                  or self.live + idle < self.max_episodes):
-            free.append(env)
-        else:
+        """Keep a finished environment for the next episode, within the memory bound."""
+        if self.draining:
             self._dispose(env)
+        else:
+            self.recycler.give_back(env_id, env, live=self.live,
+                                    max_episodes=self.max_episodes)
 
     def _dispose(self, env: TextEnv) -> None:
         self.pool.close_later(env)
@@ -467,13 +462,17 @@ class EpisodeManager:
         self.metrics.episodes_finished.labels(env_id, reason).inc()
 
     async def _reap_loop(self) -> None:
-        interval = max(0.05, min((self.ttl_s or self.finished_ttl_s) / 4, 30.0))
+        shortest = min(self.ttl_s or self.finished_ttl_s, self.idle_env_ttl_s or math.inf)
+        interval = max(0.05, min(shortest / 4, 30.0))
         while True:
             await asyncio.sleep(interval)
             try:
                 n = self.reap()
+                trimmed = self.recycler.trim()
             except Exception:  # the reaper must outlive any one bad episode
                 log.exception("reaper failed")
                 continue
             if n:
                 log.info("reaped %d idle episode(s)", n)
+            if trimmed:
+                log.info("closed %d environment(s) left idle after a load peak", trimmed)

@@ -23,17 +23,23 @@ Failures are raised as httpx's own exceptions (``ConnectError``, ``ReadTimeout``
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from dataclasses import dataclass
 
 import httpx
 
-__all__ = ["Http11Transport", "Reply"]
+__all__ = ["MAX_RESPONSE_BYTES", "Http11Transport", "Reply"]
 
-#: Largest response head accepted (status line and headers).
+#: Largest response head accepted (status line and headers), and largest chunked trailer.
 _MAX_HEAD = 64 * 1024
+#: Default cap on one response body: far above any episode reply, far below a machine.
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 _NO_BODY = frozenset({204, 304})
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+#: A header name (RFC 9110 token): no spaces, no separators.
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 @dataclass(slots=True)
@@ -54,11 +60,24 @@ class Reply:
 
 
 class _Connection(asyncio.Protocol):
-    """One TCP connection carrying one request at a time."""
+    """One TCP connection carrying one request at a time.
 
-    def __init__(self) -> None:
+    Framing is strict on purpose: a length or chunk size this parser would have to
+    guess at (``-1``, ``0x10``, ``1_0``) is how a response gets misframed, and a
+    misframed response either hangs until the deadline or hands the next request
+    someone else's bytes. Each is a :class:`httpx.RemoteProtocolError` at once instead.
+
+    Args:
+        max_body: largest body accepted; a bigger one is refused as soon as it is
+            announced (``Content-Length``) or has outgrown the cap (chunked, or
+            delimited by the end of the connection), so memory stays bounded.
+    """
+
+    def __init__(self, max_body: int = MAX_RESPONSE_BYTES) -> None:
         self.transport: asyncio.Transport | None = None
+        self.max_body = max_body
         self.buf = bytearray()
+        self.body = bytearray()  # chunked bodies, assembled as chunks complete
         self.waiter: asyncio.Future[Reply] | None = None
         self.closed = False
         self.idle_since = 0.0
@@ -72,17 +91,23 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            # bytes nobody asked for (a 408 before an idle close, or the rest of a
+            # reply that timed out) are not ours to read: the connection is done
+            self.abort()
+            return
         self.buf += data
-        if self.waiter is not None and not self.waiter.done():
-            try:
-                reply = self._parse(eof=False)
-            except httpx.RemoteProtocolError as exc:
-                self.waiter.set_exception(exc)
-                self.abort()
-                return
-            if reply is not None:
-                self.waiter.set_result(reply)
-                self.waiter = None
+        try:
+            reply = self._parse(eof=False)
+        except httpx.RemoteProtocolError as exc:
+            self.waiter = None
+            waiter.set_exception(exc)
+            self.abort()
+            return
+        if reply is not None:
+            self.waiter = None
+            waiter.set_result(reply)
 
     def eof_received(self) -> bool | None:
         self._finish_at_eof()
@@ -97,6 +122,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.waiter = asyncio.get_running_loop().create_future()
         self.head, self.length, self.head_only = None, -1, head_only
+        self.body.clear()
         self.transport.write(payload)
         return self.waiter
 
@@ -134,9 +160,9 @@ class _Connection(asyncio.Protocol):
     def _parse(self, eof: bool) -> Reply | None:
         while self.head is None:
             end = self.buf.find(b"\r\n\r\n")
+            if end > _MAX_HEAD or (end < 0 and len(self.buf) > _MAX_HEAD):
+                raise httpx.RemoteProtocolError(f"response head larger than {_MAX_HEAD} bytes")
             if end < 0:
-                if len(self.buf) > _MAX_HEAD:
-                    raise httpx.RemoteProtocolError("response head too large")
                 return None
             self._parse_head(bytes(self.buf[:end]))
             del self.buf[:end + 4]
@@ -152,66 +178,94 @@ class _Connection(asyncio.Protocol):
                 return None
             body = chunked
         else:  # delimited by the end of the connection
+            self._check_size(len(self.buf))
             if not eof:
                 return None
             body, keep_alive = bytes(self.buf), False
             self.buf.clear()
         return Reply(status, headers, body, keep_alive and not self.closed)
 
+    def _check_size(self, size: int) -> None:
+        if size > self.max_body:
+            raise httpx.RemoteProtocolError(
+                f"response body larger than the transport's cap of {self.max_body} bytes")
+
     def _parse_head(self, head: bytes) -> None:
         lines = head.split(b"\r\n")
         parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        if (len(parts) < 2 or parts[0] not in (b"HTTP/1.1", b"HTTP/1.0")
+                or len(parts[1]) != 3 or not parts[1].isdigit()):
             raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:100]!r}")
         status = int(parts[1])
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
-            if not sep:
+            if not sep or _TOKEN.fullmatch(name) is None:
                 raise httpx.RemoteProtocolError(f"malformed header line {line[:100]!r}")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+            headers[name.lower().decode("latin-1")] = value.strip().decode("latin-1")
         if 100 <= status < 200:  # an interim answer: the real one follows
             return
-        keep_alive = parts[0] == b"HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        connection = headers.get("connection")
+        keep_alive = parts[0] == b"HTTP/1.1" and (
+            connection is None
+            or "close" not in {t.strip() for t in connection.lower().split(",")})
         if self.head_only or status in _NO_BODY:
             self.length = 0
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self.length = -2
         elif "content-length" in headers:
-            try:
-                self.length = int(headers["content-length"])
-            except ValueError:
-                raise httpx.RemoteProtocolError("malformed Content-Length") from None
+            declared = headers["content-length"]
+            if not (declared.isascii() and declared.isdigit()):  # int() takes -1, +1, 1_0
+                raise httpx.RemoteProtocolError(f"malformed Content-Length {declared[:40]!r}")
+            self.length = int(declared)
+            self._check_size(self.length)
         else:
             self.length = -1
         self.head = (status, headers, keep_alive)
 
     def _dechunk(self) -> bytes | None:
-        """The whole chunked body once all of it has arrived (left in the buffer until then)."""
-        out = bytearray()
-        pos = 0
+        """The whole chunked body once all of it has arrived.
+
+        Complete chunks move from the buffer to :attr:`body` as they arrive, so a
+        large body in many segments costs linear time, not a rescan per segment.
+        """
         buf = self.buf
         while True:
-            eol = buf.find(b"\r\n", pos)
+            eol = buf.find(b"\r\n")
             if eol < 0:
+                if len(buf) > _MAX_HEAD:
+                    raise httpx.RemoteProtocolError("chunk size line too long")
                 return None
-            try:
-                size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError("malformed chunk size") from None
-            if size == 0:
-                end = buf.find(b"\r\n\r\n", eol)  # optional trailers, then a blank line
-                if end < 0:
-                    if buf[eol:eol + 4] != b"\r\n\r\n":
-                        return None
+            size = _chunk_size(bytes(buf[:eol]))
+            if size == 0:  # the last chunk: optional trailers, then a blank line
+                if buf[eol:eol + 4] == b"\r\n\r\n":
                     end = eol
+                else:
+                    end = buf.find(b"\r\n\r\n", eol)
+                    if end < 0:
+                        if len(buf) > _MAX_HEAD:
+                            raise httpx.RemoteProtocolError("chunked trailer too large")
+                        return None
                 del buf[:end + 4]
-                return bytes(out)
+                body = bytes(self.body)
+                self.body.clear()
+                return body
+            self._check_size(len(self.body) + size)
             start = eol + 2
             if len(buf) < start + size + 2:
                 return None
-            out += buf[start:start + size]
-            pos = start + size + 2
+            if buf[start + size:start + size + 2] != b"\r\n":
+                raise httpx.RemoteProtocolError("chunk data longer than its size")
+            self.body += buf[start:start + size]
+            del buf[:start + size + 2]
+
+
+def _chunk_size(line: bytes) -> int:
+    """The size on a chunk line, extensions dropped; hex digits only (no sign, no 0x)."""
+    digits = line.split(b";", 1)[0].strip(b" \t")
+    if not digits or len(digits) > 16 or not _HEX.issuperset(digits):
+        raise httpx.RemoteProtocolError(f"malformed chunk size {line[:40]!r}")
+    return int(digits, 16)
 
 
 class _Origin:
@@ -226,6 +280,7 @@ class _Origin:
         self.host_header = (name if default else f"{name}:{port}").encode("idna")
         self.idle: list[_Connection] = []
         self.slots = asyncio.Semaphore(limit)
+        self.loop = asyncio.get_running_loop()
 
 
 class Http11Transport(httpx.AsyncBaseTransport):
@@ -239,15 +294,25 @@ class Http11Transport(httpx.AsyncBaseTransport):
             ``gymhub serve``, 5 s by default).
         timeout: deadline of one exchange when the caller gives none.
         ssl_context: for ``https`` origins (default: httpx's, which verifies).
+        max_response_bytes: largest response body accepted; a bigger one fails with
+            :class:`httpx.RemoteProtocolError` instead of filling memory.
+
+    Connections and waiters belong to the event loop that made them. A transport used
+    from a new loop (a learner running each rollout in its own ``asyncio.run``) starts
+    afresh there; call :meth:`aclose` before a loop ends to close its connections.
     """
 
     def __init__(self, *, max_connections: int = 256, keepalive_s: float = 4.0,
-                 timeout: float = 60.0, ssl_context: ssl.SSLContext | None = None) -> None:
+                 timeout: float = 60.0, ssl_context: ssl.SSLContext | None = None,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
+        if max_response_bytes < 0:
+            raise ValueError("max_response_bytes must be >= 0")
         self.max_connections = max_connections
         self.keepalive_s = keepalive_s
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         self._tls = ssl_context
         self._origins: dict[tuple[str, str, int], _Origin] = {}
 
@@ -279,7 +344,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
                 connection failed.
         """
         pool = self._origins.get(origin)
-        if pool is None:
+        if pool is None or pool.loop is not asyncio.get_running_loop():
             pool = self._origins[origin] = _Origin(*origin, self.max_connections,
                                                    self._ssl() if origin[0] == "https" else None)
         head = b"%s %s HTTP/1.1\r\nhost: %s\r\n%s" % (
@@ -330,7 +395,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         try:
             _t, conn = await loop.create_connection(
-                _Connection, pool.host, pool.port, ssl=pool.tls,
+                lambda: _Connection(self.max_response_bytes), pool.host, pool.port, ssl=pool.tls,
                 server_hostname=pool.host if pool.tls is not None else None)
         except OSError as exc:
             raise httpx.ConnectError(f"cannot connect to {pool.host}:{pool.port}: {exc}") from exc

@@ -119,7 +119,7 @@ def _plain_copy(model: Any) -> Any:
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
     fresh.load_state_dict(model.state_dict())
     return fresh.eval()
 

@@ -61,6 +61,7 @@ def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules
 
 
 def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
+    """The inference engine ``cfg.engine`` names, sharing ``model`` when colocated."""
     if cfg.engine == "transformers":
         from .engines.hf import TransformersEngine
 
@@ -87,6 +88,7 @@ def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
 
 
 def lr_lambda(cfg: GRPOConfig, total: int) -> Any:
+    """Multiplier of the peak learning rate per optimizer step (warm-up, then decay)."""
     def f(step: int) -> float:
         if cfg.warmup_steps and step < cfg.warmup_steps:
             return (step + 1) / cfg.warmup_steps

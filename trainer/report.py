@@ -8,6 +8,7 @@ used only when ``torch.utils.tensorboard`` can be imported.
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import zlib
@@ -105,7 +106,7 @@ def _plot_builtin(path: Path, series: dict[str, list[tuple[float, float]]]) -> N
     for name, points in series.items():
         colour = colours.get(name, (0, 0, 0))
         pix = [at(s, v) for s, v in points]
-        for (x0, y0), (x1, y1) in zip(pix, pix[1:], strict=False):
+        for (x0, y0), (x1, y1) in itertools.pairwise(pix):
             n = max(abs(x1 - x0), abs(y1 - y0), 1)
             for t in range(n + 1):
                 x, y = x0 + (x1 - x0) * t // n, y0 + (y1 - y0) * t // n

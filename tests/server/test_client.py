@@ -152,6 +152,8 @@ def test_capacity_error_from_a_real_server(server_factory: Any) -> None:
 
 def test_client_module_stays_light() -> None:
     code = ("import sys, gymhub.server.client; "
+            "from gymhub.server.client import AsyncEnvClient, ClientConfig, EnvClient, "
+            "RemoteEpisode, encode_action; "
             "bad = [m for m in ('fastapi', 'torch', 'gymhub.envs', 'starlette', 'pydantic_core')"
             " if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,0 +1,175 @@
+"""Learner speed: one GRPO update (gymhub vs TRL) and multi-turn vs single-turn rollouts.
+
+1. One GRPO update of the same tiny Llama (built from a config) on the same batch
+   (8 sequences, 64 prompt + 64 completion tokens, advantages ±1, LoRA-free, AdamW):
+   gymhub's ``GRPOTrainer._update`` against TRL's ``GRPOTrainer.compute_loss`` +
+   backward + optimizer step on identical tensors. Generation is excluded on both
+   sides. TRL is a benchmark-only dependency (``pip install trl torch==2.13.0``); the
+   TRL column is skipped with the reason when it cannot be imported.
+2. Rollout throughput of the transformers engine: 8 multi-turn episodes of
+   ``echo-v0`` (4 turns x 16 tokens, observations appended between turns) against
+   single-turn generation of 64 tokens for the same 8 prompts.
+
+Run: ``python benchmarks/bench_trainer.py`` (CPU; about a minute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from gymhub.trainer.backends import InProcessBackend  # noqa: E402
+from gymhub.trainer.chat import ChatRenderer  # noqa: E402
+from gymhub.trainer.config import GRPOConfig  # noqa: E402
+from gymhub.trainer.engines.base import GenerationRequest, SamplingConfig  # noqa: E402
+from gymhub.trainer.engines.hf import TransformersEngine  # noqa: E402
+from gymhub.trainer.loop import GRPOTrainer  # noqa: E402
+from gymhub.trainer.parsers import make_parser  # noqa: E402
+from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch  # noqa: E402
+from tests.trainer.conftest import build_model, build_tokenizer  # noqa: E402
+
+B, P, C, REPEATS = 8, 64, 64, 5
+
+
+def _batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(3, vocab, (B, P), generator=g)
+    completion = torch.randint(3, vocab, (B, C), generator=g)
+    adv = torch.tensor([1.0, -1.0] * (B // 2))
+    return prompt, completion, adv
+
+
+def _time(fn: object, repeats: int = REPEATS) -> float:
+    fn()  # type: ignore[operator]  # warm-up
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()  # type: ignore[operator]
+        out.append(time.perf_counter() - t)
+    return statistics.median(out)
+
+
+def bench_gymhub(tok: object, tmp: str) -> float:
+    vocab = len(tok)  # type: ignore[arg-type]
+    prompt, completion, adv = _batch(vocab)
+    cfg = GRPOConfig(model="tiny", finetune="full", micro_batch_size=B, output_dir=tmp,
+                     progress=False, max_tokens_per_episode=C, learning_rate=1e-5,
+                     loss_type="dapo")
+    trainer = GRPOTrainer(cfg, model=build_model(vocab), tokenizer=tok,
+                          backend=InProcessBackend())
+    rows = []
+    for i in range(B):
+        ids = prompt[i].tolist() + completion[i].tolist()
+        t = Trajectory("echo-v0", "t", "g", i, ids=ids, loss_mask=[0] * P + [1] * C,
+                       logprobs=[0.0] * (P + C))
+        rows.append((t, float(adv[i])))
+    return _time(lambda: trainer._update(rows))
+
+
+def bench_trl(tok: object, tmp: str) -> tuple[float | None, str]:
+    try:
+        from datasets import Dataset
+        from trl import GRPOConfig as TrlConfig
+        from trl import GRPOTrainer as TrlTrainer
+    except ImportError as exc:
+        return None, f"trl not importable ({exc}); pip install trl torch==2.13.0"
+    vocab = len(tok)  # type: ignore[arg-type]
+    prompt, completion, adv = _batch(vocab)
+    args = TrlConfig(output_dir=tmp, per_device_train_batch_size=B, num_generations=B,
+                     max_completion_length=C, report_to="none", use_cpu=True, bf16=False,
+                     learning_rate=1e-5, loss_type="dapo", beta=0.0, logging_steps=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = TrlTrainer(model=build_model(vocab), reward_funcs=lambda **_: [0.0] * B,
+                             args=args, train_dataset=Dataset.from_dict({"prompt": ["x"] * B}),
+                             processing_class=tok)
+    model = trainer.model
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(); we skip it
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    inputs = {"prompt_ids": prompt, "prompt_mask": torch.ones_like(prompt),
+              "completion_ids": completion, "completion_mask": torch.ones_like(completion),
+              "advantages": adv, "num_items_in_batch": torch.tensor(B * C)}
+
+    def step() -> None:
+        model.train()
+        loss = trainer.compute_loss(model, inputs)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    import trl
+
+    return _time(step), f"trl {trl.__version__}"
+
+
+def bench_rollouts(tok: object) -> tuple[float, float]:
+    model = build_model(len(tok))  # type: ignore[arg-type]
+    engine = TransformersEngine(model, tok, pad_token_id=0)
+    renderer = ChatRenderer(tok)
+
+    def multi() -> int:
+        trajs = asyncio.run(run_group_batch(
+            backend=InProcessBackend(), engine=engine, renderer=renderer,
+            parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
+            budgets=Budgets(4, 16, 64, 4096), tasks=[("echo-v0", f"echo-{i:04d}")
+                                                     for i in range(B)],
+            group_size=1, seed=0, drift_check="off"))
+        return sum(t.generated_tokens for t in trajs)
+
+    reqs = [GenerationRequest(renderer.prompt_ids(
+        [_msg("system", "Repeat the user's word with the submit tool."),
+         _msg("user", f"apple-{i}")]), 64, seed=i) for i in range(B)]
+
+    def single() -> int:
+        outs = engine.generate(reqs, SamplingConfig(temperature=1.0))
+        return sum(len(o.token_ids) for o in outs)
+
+    res = []
+    for fn in (multi, single):
+        fn()
+        t = time.perf_counter()
+        n = sum(fn() for _ in range(3))
+        res.append(n / (time.perf_counter() - t))
+    return res[0], res[1]
+
+
+def _msg(role: str, content: str) -> object:
+    from gymhub.types import Message
+
+    return Message(role=role, content=content)
+
+
+def main() -> int:
+    torch.manual_seed(0)
+    tok = build_tokenizer()
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = bench_gymhub(tok, tmp)
+        theirs, note = bench_trl(tok, tmp)
+    print(f"one GRPO update, tiny Llama, {B}x({P}+{C}) tokens, full AdamW (median of {REPEATS})")
+    print(f"  gymhub  {ours * 1000:8.1f} ms")
+    if theirs is None:
+        print(f"  TRL     skipped: {note}")
+    else:
+        print(f"  TRL     {theirs * 1000:8.1f} ms   ({note})")
+        print(f"  ratio   TRL / gymhub = {theirs / ours:.2f}x  (>1: gymhub faster)")
+    multi, single = bench_rollouts(tok)
+    print(f"rollout generation, {B} episodes, transformers engine")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0)  {multi:8.0f} tokens/s")
+    print(f"  single-turn (1 x 64 tokens)           {single:8.0f} tokens/s")
+    print(f"  ratio multi / single = {multi / single:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
