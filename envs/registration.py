@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, cast
@@ -21,7 +22,15 @@ from gymhub.errors import ConfigError, DuplicateEnv, EnvNotFound, RegistryError
 
 from .core import TextEnv
 
-__all__ = ["ENTRY_POINT_GROUP", "EnvSpec", "Registry", "make", "register", "registry"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EnvSpec",
+    "Registry",
+    "make",
+    "parse_env_args",
+    "register",
+    "registry",
+]
 
 ENTRY_POINT_GROUP = "gymhub.envs"
 _ID_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/)?[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*-v\d+$")
@@ -206,3 +215,30 @@ def make(env_id: str, **kwargs: Any) -> TextEnv:
         EnvNotFound: unknown id (the message suggests close matches).
     """
     return registry.make(env_id, **kwargs)
+
+
+def parse_env_args(pairs: Sequence[str], env_ids: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Parse command-line ``[ENV_ID:]KEY=VALUE`` pairs into constructor kwargs per env.
+
+    Values are JSON when they parse as JSON (``5``, ``true``, ``["a"]``) and strings
+    otherwise, so ``difficulty=easy`` and ``show_schema=true`` both do what they say. A
+    pair without ``ENV_ID:`` applies to every id in ``env_ids`` (and to the key ``""``).
+
+    Raises:
+        ConfigError: a pair is not ``KEY=VALUE`` or names an env that is not listed.
+    """
+    out: dict[str, dict[str, Any]] = {"": {}, **{e: {} for e in env_ids}}
+    for pair in pairs:
+        target, sep, raw = pair.partition("=")
+        if not sep or not target:
+            raise ConfigError(f"expected [ENV_ID:]KEY=VALUE, got {pair!r}")
+        env_id, colon, key = target.rpartition(":")
+        if colon and env_id not in out:
+            raise ConfigError(f"{pair!r} names {env_id!r}, which is not served here")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        for name in [env_id] if colon else list(out):
+            out[name][key] = value
+    return out

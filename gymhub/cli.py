@@ -17,23 +17,11 @@ from typing import Any
 __all__ = ["main"]
 
 
-def _env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"gymhub: --env-arg expects KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
-
-
 def _make(env_id: str, pairs: Sequence[str]) -> Any:
     from gymhub.envs import make
+    from gymhub.envs.registration import parse_env_args
 
-    return make(env_id, **_env_kwargs(pairs))
+    return make(env_id, **parse_env_args(pairs)[""])
 
 
 def _cmd_envs_list(args: argparse.Namespace) -> int:
@@ -73,6 +61,7 @@ def _cmd_env_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval_model(args: argparse.Namespace) -> int:
+    from gymhub.envs.registration import parse_env_args
     from gymhub.trainer.evaluate import evaluate_model
 
     result = evaluate_model(
@@ -81,7 +70,7 @@ def _cmd_eval_model(args: argparse.Namespace) -> int:
         tasks=args.tasks,
         parser=args.parser,
         env_url=args.env_url,
-        env_kwargs=_env_kwargs(args.env_arg),
+        env_kwargs=parse_env_args(args.env_arg)[""],
         config=args.config,
     )
     out = {"env": args.env, "model": args.model, **result.to_dict()}

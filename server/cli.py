@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gymhub serve",
         description="Serve environments over HTTP (protocol /v1; OpenAPI at /docs).")
     p.add_argument("env_ids", nargs="+", metavar="ENV_ID", help="environments to serve")
+    p.add_argument("--env-arg", action="append", default=[], metavar="[ENV_ID:]KEY=VALUE",
+                   help="constructor argument (JSON value) for every served env or one of them")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     p.add_argument("--max-episodes", type=int, default=1024,
@@ -60,6 +62,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     import uvicorn
 
+    from gymhub.envs.registration import parse_env_args
     from gymhub.errors import GymhubError
 
     from .app import create_app
@@ -67,8 +70,10 @@ def main(argv: list[str]) -> int:
     _configure_logging(args.log_level)
     token = args.token or os.environ.get("GYMHUB_SERVER_TOKEN") or None
     try:
+        env_kwargs = parse_env_args(args.env_arg, args.env_ids)
+        env_kwargs.pop("")
         app = create_app(
-            args.env_ids, max_episodes=args.max_episodes, token=token,
+            args.env_ids, max_episodes=args.max_episodes, token=token, env_kwargs=env_kwargs,
             ttl_s=args.ttl if args.ttl > 0 else None, step_timeout_s=args.step_timeout,
             max_body_bytes=args.max_body_bytes, workers=args.workers,
             expose_reference=not args.no_reference, drain_timeout_s=args.drain_timeout,

@@ -64,3 +64,16 @@ def test_entry_point_group_discovery(monkeypatch):
 def test_default_registry_has_builtins():
     from gymhub.envs import registry
     assert {"echo-v0", "sql-v0"} <= set(registry.ids())
+
+
+def test_parse_env_args_json_values_and_targets():
+    from gymhub.envs.registration import parse_env_args
+
+    out = parse_env_args(["n=5", "sql-v0:difficulty=easy", "flag=true", "name=x y"], ["sql-v0", "code-v0"])
+    assert out["sql-v0"] == {"n": 5, "difficulty": "easy", "flag": True, "name": "x y"}
+    assert out["code-v0"] == {"n": 5, "flag": True, "name": "x y"}
+    assert out[""] == {"n": 5, "flag": True, "name": "x y"}
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_env_args(["novalue"])
+    with pytest.raises(ConfigError, match="not served"):
+        parse_env_args(["other-v0:x=1"], ["sql-v0"])

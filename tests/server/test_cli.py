@@ -59,3 +59,27 @@ def test_module_entry_point_help() -> None:
     out = subprocess.run([sys.executable, "-m", "gymhub.server.cli", "--help"],
                          capture_output=True, text=True, check=True)
     assert "--max-episodes" in out.stdout and "--token" in out.stdout
+
+
+def test_serve_passes_env_args_to_the_constructor():
+    import subprocess
+    import sys
+    import time
+
+    from gymhub.server.client import EnvClient
+
+    proc = subprocess.Popen([sys.executable, "-m", "gymhub.server.cli", "echo-v0", "--port", "0",
+                             "--env-arg", "echo-v0:n_tasks=3"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while " at http://" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        url = line.split(" at ")[1].split()[0]
+        client = EnvClient(url)
+        assert len(client.tasks("echo-v0")) == 3
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()
