@@ -137,7 +137,12 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
         if not self.done:
             self._end()
         self.task, self.turn, self.done, self.last_score = task, 0, False, None
-        observation, extra = self._start(task)
+        try:
+            observation, extra = self._start(task)
+        except BaseException:
+            self.done = True  # no half-open episode: release what _start had opened
+            self._end()
+            raise
         self.history = list(observation)
         info: dict[str, Any] = {
             "task_id": task.id,

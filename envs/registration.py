@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, cast
+from typing import Any
 
 from gymhub.errors import ConfigError, DuplicateEnv, EnvNotFound, RegistryError
 
@@ -150,16 +150,7 @@ class Registry:
         raise EnvNotFound(f"no environment {env_id!r}.{hint} Registered: {known}.")
 
     def make(self, env_id: str, **kwargs: Any) -> TextEnv:
-        """Build a registered environment, or connect to a served one by URL.
-
-        ``make("http://host:port/sql-v0")`` returns a :class:`~gymhub.server.remote.RemoteEnv`
-        that plays episodes on that server and is used exactly like a local environment.
-        """
-        if "://" in env_id:
-            from gymhub.server.remote import RemoteEnv
-
-            # RemoteEnv speaks the same reset/step contract but is not a TextEnv subclass.
-            return cast(TextEnv, RemoteEnv.from_url(env_id, **kwargs))
+        """Build a registered environment (served ones by URL: :func:`gymhub.make`)."""
         return self.spec(env_id).make(**kwargs)
 
     def discover(self) -> list[str]:

@@ -46,9 +46,12 @@ class EpisodeOutcome:
     transcript: list[Message] = field(default_factory=list)
 
     @property
-    def value(self) -> float:
-        """The score's value, 0.0 when absent or errored."""
-        return self.score.value if self.score is not None and self.score.ok else 0.0
+    def value(self) -> float | None:
+        """The score's value, or ``None`` when there is none or the verifier could not judge.
+
+        Never 0.0 for an error: an unjudged episode is not a failed one.
+        """
+        return self.score.value if self.score is not None and self.score.ok else None
 
 
 def run_episode(

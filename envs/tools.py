@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
+from gymhub.errors import BackendError
 from gymhub.types import Message, Score, StepResult, ToolCall, ToolSpec
 
 from .core import TextEnv
@@ -178,6 +179,11 @@ class ToolEnv(TextEnv):
             result = getattr(self, tool_def.method)(**arguments)
         except ToolError as exc:
             return f"Error: {exc}", None
+        except BackendError as exc:
+            # Not the agent's fault and nothing it can fix: end the episode with an
+            # errored score, so the learner masks the trajectory instead of training on it.
+            note = f"Error: the environment's backend failed ({exc}); the episode ends unscored."
+            return note, Final(note, Score.failed(f"backend error in {call.name}: {exc}"))
         if isinstance(result, Final):
             return result.content, result
         return str(result), None

@@ -96,8 +96,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     tasks = env.tasks if args.tasks is None else env.tasks[: args.tasks]
     values, errors, failed = [], 0, []
     t0 = time.perf_counter()
-    for task in tasks:
-        out = run_episode(env, gold_policy, task_id=task.id)
+    try:
+        outcomes = [run_episode(env, gold_policy, task_id=task.id) for task in tasks]
+    finally:
+        env.close()
+    for task, out in zip(tasks, outcomes, strict=True):
         if out.score is None or not out.score.ok:
             errors += 1
             failed.append(
@@ -110,7 +113,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                 {"task_id": task.id, "score": out.score.value, "details": out.score.details}
             )
     elapsed = time.perf_counter() - t0
-    env.close()
     result = {
         "env": args.env,
         "policy": args.policy,
@@ -131,7 +133,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         )
         for f in failed[:5]:
             print(f"  {f}")
-    return 0
+    return 1 if failed else 0  # the gold policy must score 1.0 everywhere
 
 
 def _parse_call(line: str, tools: dict[str, dict[str, Any]]) -> Any:

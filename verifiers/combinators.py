@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gymhub.errors import SpecError
 from gymhub.types import Score
 
 from .core import SpecReader, Verifier, VerifyFn, compile_child, verifier_kind
@@ -51,6 +52,8 @@ def build_weighted_sum(spec: SpecReader) -> VerifyFn:
         )
         child.finish()
     total = sum(weights)
+    if total == 0:
+        raise SpecError(spec._field("parts"), "the weights must not all be 0")
     norm = spec.get("normalize", bool, True)
     scale = total if (norm and total > 0) else 1.0
     return _combine(

@@ -134,3 +134,40 @@ def test_unsupported_parameter_type_fails_at_class_creation():
             def odd(self, x: complex) -> str:
                 """x."""
                 return ""
+
+
+def test_backend_failure_ends_the_episode_with_an_errored_score():
+    from gymhub.errors import BackendError
+
+    class Flaky(Calc):
+        @tool
+        def lookup(self, key: str) -> str:
+            """Look something up in a backend that has gone away."""
+            raise BackendError("connection to server lost")
+
+    env = Flaky()
+    env.reset(seed=0)
+    obs, reward, term, trunc, info = call(env, "lookup", key="k")
+    assert term and reward == 0.0
+    assert not info["score"].ok and "connection to server lost" in info["score"].error
+    assert "unscored" in obs[0].content
+
+
+def test_failing_start_leaves_no_half_open_episode():
+    from gymhub.errors import EpisodeFinished
+
+    class Broken(Calc):
+        ended = 0
+
+        def _start(self, task):
+            raise RuntimeError("fixture missing")
+
+        def _end(self):
+            Broken.ended += 1
+
+    env = Broken()
+    with pytest.raises(RuntimeError):
+        env.reset(seed=0)
+    assert env.done and Broken.ended == 1
+    with pytest.raises(EpisodeFinished):
+        env.step(Message(role="assistant", content="x"))

@@ -68,3 +68,22 @@ def test_sandbox_exec_is_delegated():
 def test_train_help_is_delegated():
     out = gymhub("train", "--help")
     assert out.returncode == 0 and "--config" in out.stdout
+
+
+def test_eval_gold_exits_nonzero_when_a_task_fails():
+    code = (
+        "import sys\n"
+        "from gymhub.envs import register\n"
+        "from gymhub.envs.echo import EchoEnv\n"
+        "from gymhub.types import Message, ToolCall\n"
+        "class Broken(EchoEnv):\n"
+        "    def gold_action(self):\n"
+        "        return Message(role='assistant', content='', tool_calls=(ToolCall('g', 'submit', {'answer': 'no'}),))\n"
+        "register('broken-v0', Broken)\n"
+        "from gymhub.cli import main\n"
+        "sys.exit(main(['eval', 'broken-v0', '--json']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    result = json.loads(out.stdout)
+    assert result["mean_score"] == 0.0 and result["failures"]

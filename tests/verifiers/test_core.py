@@ -97,3 +97,9 @@ def test_wrong_return_type_is_an_error():
         assert isinstance(s, Score) and not s.ok
     finally:
         KINDS.pop("test_returns_float")
+
+
+def test_weighted_sum_refuses_all_zero_weights():
+    with pytest.raises(SpecError) as info:
+        compile({"type": "weighted_sum", "parts": [{"weight": 0, "verifier": {"type": "exact_match"}}]})
+    assert info.value.field == "parts"
