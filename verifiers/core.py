@@ -15,6 +15,7 @@ the spec and the kind's source, so stored scores say exactly what produced them.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import inspect
 import json
@@ -32,6 +33,7 @@ __all__ = [
     "Verifier",
     "VerifyFn",
     "compile",
+    "compile_cached",
     "verifier_kind",
 ]
 
@@ -197,6 +199,20 @@ def _compile(reader: SpecReader, name: str | None = None) -> Verifier:
     fn = kind.build(reader)
     reader.finish()
     return Verifier(name or kind_name, reader.spec, fn, kind.source_hash)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_json(spec_json: str, name: str | None) -> Verifier:
+    return compile(json.loads(spec_json), name=name)
+
+
+def compile_cached(spec: Mapping[str, Any], *, name: str | None = None) -> Verifier:
+    """:func:`compile`, memoised on the spec's canonical JSON.
+
+    Environments are built per episode (the server keeps many), but a verifier's
+    precomputed state, such as a gold-result cache, should be shared by all of them.
+    """
+    return _compile_json(json.dumps(dict(spec), sort_keys=True), name)
 
 
 def compile_child(reader: SpecReader) -> Verifier:

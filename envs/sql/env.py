@@ -21,7 +21,6 @@ Choices worth knowing:
 from __future__ import annotations
 
 import functools
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,11 +39,10 @@ from gymhub.sandbox.sql import (
     render_result,
 )
 from gymhub.types import Message, Score, ToolCall
-from gymhub.verifiers import Verifier
-from gymhub.verifiers import compile as compile_verifier
+from gymhub.verifiers.core import compile_cached
 
 from ..core import VerifierCase
-from ..tasks import Task
+from ..tasks import Task, filter_tasks, resolve_tasks
 from ..tools import Final, ToolEnv, ToolError, tool
 from .fixtures import FixtureRef, UserDb, ensure_postgres, perturbed, sqlite_image
 from .schemas import SCHEMAS
@@ -59,13 +57,6 @@ Tools: list_tables, describe_table(table), run_sql(query) to explore (read-only;
 show at most {max_rows} rows), and submit(query) to give your final answer. The submitted \
 query's result is compared with the correct answer, so return exactly the columns the \
 question asks for, in a sensible order. You have {max_turns} turns."""
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(spec_json: str) -> Verifier:
-    # One compiled verifier per spec per process, so its gold-result cache is shared
-    # by every episode (the server builds an environment per episode).
-    return compile_verifier(json.loads(spec_json), name="sql_match")
 
 
 class SqlEnv(ToolEnv):
@@ -106,14 +97,10 @@ class SqlEnv(ToolEnv):
         query_timeout_s: float = 2.0,
         render_mode: str | None = None,
     ) -> None:
-        if tasks is None:
-            task_list = builtin_tasks()
-        elif isinstance(tasks, str | Path):
-            task_list = load_task_file(tasks)
-        else:
-            task_list = list(tasks)
-        task_list = _filter(task_list, "difficulty", difficulty)
-        task_list = _filter(task_list, "schema", schemas)
+        task_list = resolve_tasks(tasks, builtin_tasks, load_task_file)
+        task_list = filter_tasks(task_list, "difficulty", difficulty)
+        _check_schemas(task_list, schemas)
+        task_list = filter_tasks(task_list, "schema", schemas)
         if not task_list:
             raise ConfigError("no tasks left after filtering by difficulty/schemas")
         if perturbations < 0:
@@ -123,7 +110,7 @@ class SqlEnv(ToolEnv):
         self.reader_url = reader_url or (_reader_url(postgres_url) if postgres_url else None)
         self.dialect = "postgresql" if postgres_url else "sqlite"
         self.perturbations = perturbations
-        self.verifier = _compiled(json.dumps(dict(verifier or DEFAULT_VERIFIER), sort_keys=True))
+        self.verifier = compile_cached(verifier or DEFAULT_VERIFIER, name="sql_match")
         self.show_schema = show_schema
         self.max_rows, self.max_chars, self.query_timeout_s = max_rows, max_chars, query_timeout_s
         self.db: SqlDatabase | None = None
@@ -338,12 +325,10 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _filter(tasks: list[Task], key: str, wanted: str | Sequence[str] | None) -> list[Task]:
+def _check_schemas(tasks: list[Task], wanted: str | Sequence[str] | None) -> None:
     if wanted is None:
-        return tasks
+        return
     allowed = {wanted} if isinstance(wanted, str) else set(wanted)
-    if key == "schema":
-        unknown = allowed - set(SCHEMAS) - {str(t.meta.get("schema")) for t in tasks}
-        if unknown:
-            raise ConfigError(f"unknown schema(s) {sorted(unknown)}; known: {sorted(SCHEMAS)}")
-    return [t for t in tasks if t.meta.get(key) in allowed]
+    unknown = allowed - set(SCHEMAS) - {str(t.meta.get("schema")) for t in tasks}
+    if unknown:
+        raise ConfigError(f"unknown schema(s) {sorted(unknown)}; known: {sorted(SCHEMAS)}")
