@@ -34,7 +34,8 @@ from .episodes import EpisodeManager
 from .errors import (
     InvalidRequest,
     ReferenceDisabled,
-    ServerError,
+    error_from_wire,
+    internal_error,
 )
 from .front import Front, error_reply, readable
 from .metrics import CONTENT_TYPE
@@ -147,15 +148,12 @@ def create_app(
         assert isinstance(exc, StarletteHTTPException)
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
         code = codes.get(exc.status_code, "invalid_request")
-        err = ServerError(str(exc.detail))
-        err.code, err.status = code, exc.status_code if exc.status_code in codes else 422
-        return fail(err)
+        status = exc.status_code if exc.status_code in codes else 422
+        return fail(error_from_wire(status, code, str(exc.detail)))  # the typed class, if any
 
     async def on_crash(_r: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
-        err = ServerError(f"internal error: {type(exc).__name__}")
-        err.code = "internal_error"
-        return fail(err)
+        return fail(internal_error(exc))
 
     app.add_exception_handler(GymhubError, on_gymhub)
     app.add_exception_handler(RequestValidationError, on_invalid)

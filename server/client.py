@@ -53,12 +53,11 @@ from .http11 import Http11Transport
 from .jsonio import dumps_lenient, loads
 from .retries import (
     RETRY_EXC,
-    RETRY_STATUS,
     Answer,
     ClientConfig,
+    RetryLoop,
     RetryPolicy,
     decode_error,
-    retry_after,
 )
 
 __all__ = ["AsyncEnvClient", "ClientConfig", "EnvClient", "RemoteEpisode", "encode_action"]
@@ -200,31 +199,18 @@ class AsyncEnvClient:
     async def _call(self, method: str, path: str, body: Any = None, *,
                     params: Mapping[str, Any] | None = None, what: str = "",
                     busy_retry: bool = True) -> Any:
-        started = time.monotonic()
-        deadline = started + self.config.timeout
         content = _dumps(body) if body is not None else None
         target = "/v1" + path + ("?" + urlencode(params) if params else "")
-        attempt, exc, last = 0, None, None
+        loop = RetryLoop(self._policy, what or f"{method} {path}", busy_retry=busy_retry)
         while True:
-            wait: float | None = None
             try:
-                resp = await self._send(method, target, content,
-                                        max(0.001, deadline - time.monotonic()))
+                resp = await self._send(method, target, content, loop.time_left())
             except RETRY_EXC as e:
-                exc, last = e, None
-            else:
-                if resp.status_code < 400:
-                    return loads(resp.content)
-                last = decode_error(resp)
-                if resp.status_code not in RETRY_STATUS or not busy_retry:
-                    raise last
-                wait = retry_after(resp)
-            delay = self._policy.sleep_for(attempt, deadline, wait)
-            if delay is None:
-                raise self._policy.give_up(exc, last, what or f"{method} {path}", started,
-                                          attempt + 1)
-            await asyncio.sleep(delay)
-            attempt += 1
+                await asyncio.sleep(loop.next(e))
+                continue
+            if resp.status_code < 400:
+                return loads(resp.content)
+            await asyncio.sleep(loop.next(resp))
 
     async def health(self) -> dict[str, Any]:
         """``GET /healthz``: status, open episodes and capacity."""
@@ -320,31 +306,18 @@ class EnvClient:
     def call(self, method: str, path: str, body: Any = None, *,
              params: Mapping[str, Any] | None = None, what: str = "") -> Any:
         """One API call with the bounded, jittered retries described in the module."""
-        started = time.monotonic()
-        deadline = started + self.config.timeout
         content = _dumps(body) if body is not None else None
-        attempt, exc, last = 0, None, None
+        loop = RetryLoop(self._policy, what or f"{method} {path}")
         while True:
-            wait: float | None = None
             try:
                 resp = self._http.request(method, self._root + path, content=content,
-                                          params=params,
-                                          timeout=self._policy.attempt_timeout(deadline))
+                                          params=params, timeout=loop.attempt_timeout())
             except RETRY_EXC as e:
-                exc, last = e, None
-            else:
-                if resp.status_code < 400:
-                    return resp.json()
-                last = decode_error(resp)
-                if resp.status_code not in RETRY_STATUS:
-                    raise last
-                wait = retry_after(resp)
-            delay = self._policy.sleep_for(attempt, deadline, wait)
-            if delay is None:
-                raise self._policy.give_up(exc, last, what or f"{method} {path}", started,
-                                          attempt + 1)
-            time.sleep(delay)
-            attempt += 1
+                time.sleep(loop.next(e))
+                continue
+            if resp.status_code < 400:
+                return resp.json()
+            time.sleep(loop.next(resp))
 
     def list_envs(self) -> list[dict[str, Any]]:
         """Served environments."""

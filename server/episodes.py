@@ -37,7 +37,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gymhub.envs import Registry, TextEnv
-from gymhub.errors import ConfigError, EnvNotFound, EpisodeFinished, GymhubError, TaskNotFound
+from gymhub.errors import (
+    ConfigError,
+    EnvNotFound,
+    EpisodeError,
+    EpisodeFinished,
+    GymhubError,
+    TaskNotFound,
+)
 from gymhub.types import Message
 
 from .catalog import Catalog
@@ -61,6 +68,10 @@ T = TypeVar("T")
 
 #: How many closed episode ids are remembered to explain a later 404.
 _TOMBSTONES = 10_000
+
+#: Errors from a call into an episode that answer the request without saying the
+#: episode is broken: an ended episode, a stale ``seq``, a server going down.
+_PROTOCOL_ERRORS = (EpisodeError, SeqConflict, ServerDraining)
 
 
 class EpisodeManager:
@@ -302,19 +313,8 @@ class EpisodeManager:
                                   expected=ep.seq + 1)
             env = ep.env
             t0 = time.perf_counter()
-            try:
-                reply, ended = await self._run(env, lambda: step_reply(env, action, seq))
-            except DeadlineExceeded:
-                self._abandon(ep, "deadline", f"closed after step {seq} ran past the "
-                              f"{self.step_timeout_s:g} s deadline")
-                raise
-            except GymhubError:
-                raise
-            except Exception as exc:
-                log.exception("environment %s crashed in step", ep.env_id)
-                self._abandon(ep, "env_error", f"closed after the environment crashed: {exc!r}")
-                raise EnvCrashed(f"the environment raised {type(exc).__name__}: {exc}; "
-                                 "the episode was closed") from exc
+            reply, ended = await self._drive(ep, lambda: step_reply(env, action, seq),
+                                             f"step {seq}")
             seconds, count = self.metrics.for_env(ep.env_id)
             seconds.observe(time.perf_counter() - t0)
             count.inc()
@@ -335,14 +335,19 @@ class EpisodeManager:
             self._abandon(ep, None, "closed by the client")
 
     async def gold(self, episode_id: str) -> dict[str, Any]:
-        """The reference action for the episode's current state."""
+        """The reference action for the episode's current state.
+
+        Raises:
+            EpisodeNotFound, EpisodeFinished, DeadlineExceeded, EnvCrashed: as for
+            :meth:`step`; a gold action that overruns or raises closes the episode.
+        """
         ep = self.get(episode_id)
         async with ep.lock:
             env = ep.env
             if env is None:
                 raise EpisodeFinished(f"episode {episode_id} has ended")
             ep.last_used = time.monotonic()
-            message: Message = await self._run(env, env.gold_action)
+            message: Message = await self._drive(ep, env.gold_action, "the gold action")
             return message.to_dict()
 
     def reap(self, now: float | None = None) -> int:
@@ -374,15 +379,19 @@ class EpisodeManager:
         if task_id is not None:
             opts["task_id"] = task_id
         episode_id = secrets.token_urlsafe(12)
-        holder: list[TextEnv] = []
+        # What the call took or built, so that whoever gives up on it can close it.
+        holder: list[TextEnv] = [] if recycled is None else [recycled]
 
         def work() -> bytes:
-            env = recycled if recycled is not None else self._build(env_id)
-            holder.append(env)
-            return creation_reply(env, episode_id, env_id, seed, opts or None)
+            if not holder:
+                holder.append(self._build(env_id))
+            return creation_reply(holder[0], episode_id, env_id, seed, opts or None)
 
+        # A timeout or a cancelled caller (the request task, a shutdown) both close the
+        # held environment once the call returns: it may still be running reset.
+        unclaimed = Holder(holder)
         try:
-            reply = await self._run(Holder(holder), work)
+            reply = await self._run(unclaimed, work, on_cancel=unclaimed)
         except (TaskNotFound, ConfigError):
             if holder:
                 self._give_back(env_id, holder[0])
@@ -406,10 +415,54 @@ class EpisodeManager:
         self.metrics.episodes_created.labels(env_id).inc()
         return reply
 
-    async def _run(self, env: Closable | None, fn: Callable[[], T]) -> T:
-        """Run blocking ``fn`` in the pool; on a timeout ``env`` is closed when it returns."""
+    async def _drive(self, ep: Episode, fn: Callable[[], T], what: str) -> T:
+        """Run environment code of an open episode; close the episode if that code fails.
+
+        Every call into a live episode's environment (a step, the gold action) goes
+        through here so that no failure leaves a broken episode holding a capacity
+        slot until the TTL reaper finds it: the client is told the episode is gone,
+        so the server must not keep it.
+
+        Args:
+            ep: the episode, whose lock the caller holds and whose ``env`` is set.
+            fn: the blocking call, run in the pool under the deadline.
+            what: names the call in the reason a later request for the episode gets.
+
+        Raises:
+            DeadlineExceeded: ``fn`` ran past the deadline; the episode was closed (its
+                environment is closed when the stuck call returns).
+            EnvCrashed: ``fn`` raised; the episode was closed. A :class:`GymhubError`
+                from the environment (a lost database connection's ``BackendError``)
+                is wrapped too, so the client gets the stable ``env_error`` code that
+                says the episode is gone, rather than a 500 for an episode kept open.
+            EpisodeError, SeqConflict, ServerDraining: protocol answers, passed on
+                as they are; the episode stays as it was.
+        """
+        try:
+            return await self._run(ep.env, fn)
+        except DeadlineExceeded:
+            self._abandon(ep, "deadline", f"closed after {what} ran past the "
+                          f"{self.step_timeout_s:g} s deadline")
+            raise
+        except _PROTOCOL_ERRORS:
+            raise
+        except Exception as exc:
+            log.exception("environment %s crashed in %s", ep.env_id, what)
+            self._abandon(ep, "env_error", f"closed after the environment crashed in {what}: "
+                          f"{exc!r}")
+            code = f" ({exc.code})" if isinstance(exc, GymhubError) else ""
+            raise EnvCrashed(f"the environment raised {type(exc).__name__}{code} in {what}: "
+                             f"{exc}; the episode was closed") from exc
+
+    async def _run(self, env: Closable | None, fn: Callable[[], T], *,
+                   on_cancel: Closable | None = None) -> T:
+        """Run blocking ``fn`` in the pool; on a timeout ``env`` is closed when it returns.
+
+        ``on_cancel`` is closed when the call returns if the caller is cancelled while
+        waiting (see :meth:`Workers.run`).
+        """
         self._ensure_started()
-        return await self.pool.run(fn, on_timeout=env)
+        return await self.pool.run(fn, on_timeout=env, on_cancel=on_cancel)
 
     def _release(self, ep: Episode, *, recycle: bool) -> None:
         """Detach the environment of an ended episode; the record stays for replays."""

@@ -56,6 +56,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "error_from_wire",
+    "internal_error",
     "status_of",
 ]
 
@@ -165,6 +166,16 @@ class InternalServerError(ServerError):
 
     code = "internal_error"
     status = 500
+
+
+def internal_error(exc: BaseException) -> InternalServerError:
+    """The answer to an exception no handler anticipated (a bug).
+
+    Both request paths (the fast front and the FastAPI app) answer such a crash the
+    same way, with this one class, so the code and status cannot drift apart. Only
+    the exception's type is named: its message may hold data the client must not see.
+    """
+    return InternalServerError(f"internal error: {type(exc).__name__}")
 
 
 class TransportError(ServerError):

@@ -34,8 +34,8 @@ from .errors import (
     InvalidRequest,
     PayloadTooLarge,
     SeqConflict,
-    ServerError,
     Unauthorized,
+    internal_error,
     status_of,
 )
 from .metrics import Metrics
@@ -159,9 +159,7 @@ class Front:
             return
         except Exception as exc:
             log.exception("unhandled error", exc_info=exc)
-            err = ServerError(f"internal error: {type(exc).__name__}")
-            err.code = "internal_error"
-            await self._fail(send, err)
+            await self._fail(send, internal_error(exc))
             return
         await send_json(send, status, reply)
 

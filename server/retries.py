@@ -34,7 +34,7 @@ from gymhub.errors import GymhubError
 from .errors import RequestTimeout, TransportError, error_from_wire
 from .jsonio import loads
 
-__all__ = ["RETRY_EXC", "RETRY_STATUS", "Answer", "ClientConfig", "RetryPolicy",
+__all__ = ["RETRY_EXC", "RETRY_STATUS", "Answer", "ClientConfig", "RetryLoop", "RetryPolicy",
            "decode_error", "retry_after"]
 
 #: Statuses retried even without a Retry-After (a proxy's transient failures included).
@@ -178,3 +178,74 @@ class RetryPolicy:
         return TransportError(f"{what}: cannot reach {self.config.base_url} "
                               f"({attempts} attempt(s) in {waited:.1f} s): "
                               f"{type(exc).__name__}: {exc}")
+
+
+class RetryLoop:
+    """The retry decisions of one call, for a client that does its own I/O and sleeping.
+
+    Both clients run the same loop (send, judge the outcome, sleep, send again); only
+    the sending and the sleeping differ (blocking or awaited). The judging lives here
+    so the two cannot drift apart::
+
+        loop = RetryLoop(policy, "step 3 of ab12")
+        while True:
+            try:
+                resp = send(timeout=loop.time_left())
+            except RETRY_EXC as exc:
+                sleep(loop.next(exc))
+                continue
+            if resp.status_code < 400:
+                return resp
+            sleep(loop.next(resp))
+
+    Args:
+        policy: the client's retry arithmetic (budget, backoff, deadline).
+        what: names the call in a give-up error (``"open echo-v0"``).
+        busy_retry: retry 429/503 answers; off, they are raised at once (a pool
+            fails over to another server instead of waiting).
+    """
+
+    def __init__(self, policy: RetryPolicy, what: str, *, busy_retry: bool = True) -> None:
+        self.policy = policy
+        self.what = what
+        self.busy_retry = busy_retry
+        self.started = time.monotonic()
+        self.deadline = self.started + policy.config.timeout
+        self.attempt = 0
+
+    def time_left(self) -> float:
+        """Seconds left of the call's deadline (at least 1 ms, so an attempt can fail)."""
+        return max(0.001, self.deadline - time.monotonic())
+
+    def attempt_timeout(self) -> httpx.Timeout:
+        """The httpx timeouts of the next attempt (see :meth:`RetryPolicy.attempt_timeout`)."""
+        return self.policy.attempt_timeout(self.deadline)
+
+    def next(self, outcome: Answer | Exception) -> float:
+        """Judge a failed attempt: the seconds to sleep before the next one.
+
+        Args:
+            outcome: an error answer (status >= 400), or the transport exception
+                (one of :data:`RETRY_EXC`) the attempt raised.
+
+        Raises:
+            GymhubError: the answer's own error when it is not worth retrying (or is
+                a busy answer with ``busy_retry`` off); otherwise, once the retries or
+                the deadline run out, the last answer's error, else a
+                :class:`RequestTimeout` or :class:`TransportError`.
+        """
+        exc: Exception | None = None
+        last: GymhubError | None = None
+        wait: float | None = None
+        if isinstance(outcome, Exception):
+            exc = outcome
+        else:
+            last = decode_error(outcome)
+            if outcome.status_code not in RETRY_STATUS or not self.busy_retry:
+                raise last
+            wait = retry_after(outcome)
+        delay = self.policy.sleep_for(self.attempt, self.deadline, wait)
+        if delay is None:
+            raise self.policy.give_up(exc, last, self.what, self.started, self.attempt + 1)
+        self.attempt += 1
+        return delay

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-from .errors import DeadlineExceeded
+from .errors import DeadlineExceeded, ServerDraining
 
 __all__ = ["Closable", "Workers", "close_quietly"]
 
@@ -68,7 +68,8 @@ class Workers:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="gymhub-env")
 
-    async def run(self, fn: Callable[[], T], *, on_timeout: Closable | None = None) -> T:
+    async def run(self, fn: Callable[[], T], *, on_timeout: Closable | None = None,
+                  on_cancel: Closable | None = None) -> T:
         """Run ``fn`` in the pool under the deadline.
 
         The hop is built from the cheapest parts asyncio has: one loop future, one
@@ -79,9 +80,14 @@ class Workers:
         Args:
             fn: the blocking work.
             on_timeout: closed once a call that overran its deadline finally returns.
+            on_cancel: closed once the call returns (at once if it had not started) when
+                the awaiting task is cancelled: what a cancelled creation took or built
+                would otherwise belong to nobody. Closing waits for the call, because
+                closing an environment under a running reset is not safe.
 
         Raises:
             DeadlineExceeded: the call did not finish in time.
+            ServerDraining: the pool was shut down before the call started.
         """
         if self._executor is None:
             self.start()
@@ -103,6 +109,12 @@ class Workers:
             raise DeadlineExceeded(
                 f"the environment did not answer within {self.timeout_s:g} s; "
                 "the episode was closed") from None
+        except asyncio.CancelledError:
+            cfut.cancel()  # nobody waits for it: do not start it
+            if on_cancel is not None:
+                owned = on_cancel
+                cfut.add_done_callback(lambda _f: close_quietly(owned))
+            raise
         finally:
             timer.cancel()
             self.inflight -= 1
@@ -152,7 +164,11 @@ def _settle(fut: asyncio.Future[T], done: Future[T]) -> None:
     if fut.done():  # the deadline passed, or the awaiting request was cancelled
         return
     if done.cancelled():
-        fut.cancel()
+        # Only shutdown(cancel_futures=True) cancels a queued call (a cancelled caller
+        # settled ``fut`` first). Cancelling ``fut`` would cancel the request's task, and
+        # a CancelledError gets past every ``except Exception``: the client would see a
+        # dropped connection instead of a typed, retryable 503.
+        fut.set_exception(ServerDraining("the server shut down before this call ran"))
         return
     exc = done.exception()
     if exc is not None:

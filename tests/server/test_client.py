@@ -159,3 +159,28 @@ def test_client_module_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy = eval(out.stdout)
     assert "fastapi" not in heavy and "torch" not in heavy and "gymhub.envs" not in heavy, heavy
+
+
+def test_retry_loop_decides_for_both_clients() -> None:
+    from gymhub.server.errors import SeqConflict
+    from gymhub.server.retries import ClientConfig, RetryLoop, RetryPolicy
+
+    def answer(status: int, code: str, **headers: str) -> httpx.Response:
+        return httpx.Response(status, json={"error": {"code": code, "message": code}},
+                              headers=headers)
+
+    policy = RetryPolicy(ClientConfig("http://x", retries=2, timeout=30, backoff_s=0.01,
+                                      max_backoff_s=0.5))
+    loop = RetryLoop(policy, "step 1 of e")
+    assert 0 <= loop.next(httpx.ConnectError("refused")) <= 0.01
+    assert loop.next(answer(503, "server_draining", **{"retry-after": "0.2"})) >= 0.2
+    with pytest.raises(ServerDraining):  # the budget is spent: the server's last word
+        loop.next(answer(503, "server_draining"))
+    with pytest.raises(SeqConflict):  # never retried
+        RetryLoop(policy, "step").next(answer(409, "seq_conflict"))
+    with pytest.raises(AtCapacity):  # a pool fails over instead of waiting
+        RetryLoop(policy, "open", busy_retry=False).next(answer(429, "at_capacity"))
+    spent = RetryLoop(RetryPolicy(ClientConfig("http://x", retries=0)), "open echo-v0")
+    with pytest.raises(TransportError, match="open echo-v0: cannot reach"):
+        spent.next(httpx.ConnectError("refused"))
+    assert 0.001 <= loop.time_left() <= 30
