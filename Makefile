@@ -2,7 +2,7 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-EXTRAS  ?= dev
+EXTRAS  ?= dev,train
 export GYMHUB_TEST_POSTGRES_URL ?= postgresql://root@127.0.0.1:5432/test
 
 .PHONY: install demo test lint typecheck bench clean
@@ -11,11 +11,10 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-install: $(BIN)/python  ## install gymhub (editable) with test tools
+install: $(BIN)/python  ## install gymhub (editable) with the test tools and the learner (CPU torch)
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 
-demo: $(BIN)/python  ## the main job: GRPO on sql-v0 over HTTP with SmolLM2-135M (CPU)
-	$(BIN)/pip install -q -e ".[dev,train]"
+demo: install  ## the main job: GRPO on sql-v0 over HTTP with SmolLM2-135M (CPU)
 	$(BIN)/python -m gymhub.trainer.demo
 
 test: install  ## the test suite (README's test command)
