@@ -76,8 +76,11 @@ What they do **not** protect against:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from gymhub.errors import BackendError
@@ -111,6 +114,7 @@ __all__ = [
     "Session",
     "available_backends",
     "get_sandbox",
+    "shared_sandbox",
 ]
 
 #: Backend name → "module:Class", imported on first use.
@@ -154,6 +158,55 @@ def get_sandbox(backend: str | None = None, limits: Limits | None = None,
             )
         name = found[0]
     return _load(name)(limits, **options)
+
+
+_shared: dict[str | None, Sandbox] = {}
+_shared_lock = threading.Lock()
+_atexit_registered = False
+
+
+def shared_sandbox(backend: str | None = None) -> Sandbox:
+    """The process-wide sandbox for ``backend`` (built on first use, closed at exit).
+
+    Each sandbox object owns pooled resources (``bwrap``: a pool of tmpfs workdirs;
+    ``docker``: a warm container pool), so every long-lived user in one process (the
+    ``unit_tests`` verifier, ``code-v0``'s sessions) must share one per backend instead
+    of building its own: two pools hold twice the mounts/containers and, built by
+    separate caches, nobody closed either. The lock makes concurrent first calls build
+    exactly one; sandboxes are thread-safe, so sharing is safe. ``None`` (and
+    ``$GYMHUB_SANDBOX_BACKEND``) resolve as in :func:`get_sandbox`, and the result is
+    filed under its real name too, so ``shared_sandbox()`` and
+    ``shared_sandbox("bwrap")`` are the same object. An ``atexit`` hook closes them all.
+
+    Raises:
+        BackendError: the backend is unknown, not installed or unusable (nothing is
+            cached then, so a later call tries again).
+    """
+    global _atexit_registered
+    key = backend or os.environ.get("GYMHUB_SANDBOX_BACKEND") or None
+    with _shared_lock:
+        box = _shared.get(key)
+        if box is None:
+            box = get_sandbox(key)
+            named = _shared.get(box.name)
+            if named is not None and named is not box:
+                box.close()  # an auto choice that resolved to one already shared
+                box = named
+            _shared[box.name] = _shared[key] = box
+            if not _atexit_registered:
+                atexit.register(_close_shared)
+                _atexit_registered = True
+        return box
+
+
+def _close_shared() -> None:
+    """Close every shared sandbox (the ``atexit`` hook; also used by tests)."""
+    with _shared_lock:
+        boxes = {id(b): b for b in _shared.values()}
+        _shared.clear()
+    for box in boxes.values():
+        with contextlib.suppress(Exception):  # exiting: one failure must not stop the rest
+            box.close()
 
 
 def available_backends() -> list[str]:

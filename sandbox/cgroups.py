@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CallCgroup", "Cgroups", "detect"]
+__all__ = ["CallCgroup", "Cgroups", "detect", "pid_alive"]
 
 _ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct", "freezer")
@@ -200,7 +200,7 @@ class Cgroups:
                 if not child.is_dir():
                     continue
                 owner = child.name.split("-", 1)[0]
-                if owner.isdigit() and (int(owner) == os.getpid() or _alive(int(owner))):
+                if owner.isdigit() and (int(owner) == os.getpid() or pid_alive(int(owner))):
                     continue
                 CallCgroup(self.version, {c: p / child.name for c, p in self.parents.items()
                                           if (p / child.name).is_dir()}).remove()
@@ -208,7 +208,12 @@ class Cgroups:
         return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one we may not signal counts as alive).
+
+    Used to tell stale per-process leftovers (cgroups, workdirs, containers named after
+    their owner's pid) from those of a live process; shared by every backend.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -42,6 +42,7 @@ from gymhub.sandbox.base import (
     Sandbox,
     Session,
 )
+from gymhub.sandbox.cgroups import pid_alive
 from gymhub.sandbox.docker_config import find_docker_host, seccomp_profile
 from gymhub.sandbox.docker_exec import SANDBOX_USER, DockerChannel, DockerExec
 from gymhub.sandbox.hostsession import BASE_ENV
@@ -122,7 +123,7 @@ class DockerSandbox(Sandbox):
         with contextlib.suppress(Exception):
             for ct in self.client.containers.list(all=True, filters={"label": "gymhub.sandbox"}):
                 owner = str(ct.labels.get("gymhub.owner", ""))
-                if owner.isdigit() and (int(owner) == os.getpid() or _pid_alive(int(owner))):
+                if owner.isdigit() and (int(owner) == os.getpid() or pid_alive(int(owner))):
                     continue
                 with contextlib.suppress(Exception):
                     ct.remove(force=True)
@@ -345,13 +346,3 @@ class DockerSession(Session):
     def closed(self) -> bool:
         """Whether the session is closed."""
         return self._closed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -94,11 +94,34 @@ class HostChannel(Channel):
             raise BackendError(f"cannot start the Python REPL: {exc}") from exc
         for fd in channel_fds:
             os.close(fd)
-        self._pidfd = os.pidfd_open(self.proc.pid)
+        try:
+            self._pidfd = os.pidfd_open(self.proc.pid)
+        except OSError as exc:  # EMFILE, or a kernel without pidfds: undo the start
+            self._abandon()
+            raise BackendError(f"cannot watch the Python REPL: {exc}") from exc
         os.set_blocking(self._req, False)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._resp, selectors.EVENT_READ)
         self._sel.register(self._pidfd, selectors.EVENT_READ)
+
+    def _abandon(self) -> None:
+        """Kill and reap a REPL started without a pidfd; free its cgroup and descriptors.
+
+        The constructor is failing, so nobody will ever call :meth:`kill`: without this
+        the interpreter, its cgroup and the host's pipe ends would leak.
+        """
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        self.proc.wait()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        for fd in (self._req, self._resp):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
 
     def send(self, data: bytes, deadline: float) -> bool:
         """Write a request (see :meth:`Channel.send`)."""
@@ -360,11 +383,13 @@ class HostSession(Session):
             if self._closed:
                 return
             self._closed = True
-            self._repl.kill()
-            if self._workdirs is not None:  # nothing of the session runs any more
-                self._workdirs.give_back(self.workdir)
-            else:
-                self.workdir.remove()
+            try:
+                self._repl.kill()
+            finally:  # a failed kill must not also leak the workdir's tmpfs mount
+                if self._workdirs is not None:  # nothing of the session runs any more
+                    self._workdirs.give_back(self.workdir)
+                else:
+                    self.workdir.remove()
 
     @property
     def closed(self) -> bool:

@@ -58,6 +58,8 @@ from .sql_types import (
     QueryResult,
     SqlDatabase,
     TableInfo,
+    quote_ident,
+    resolve_table,
 )
 
 __all__ = [
@@ -75,7 +77,9 @@ __all__ = [
     "TableInfo",
     "format_cell",
     "normalize_url",
+    "quote_ident",
     "render_result",
+    "resolve_table",
 ]
 
 

@@ -31,6 +31,7 @@ from .sql_types import (
     check_sql_text,
     did_you_mean,
     refuse_non_read,
+    resolve_table,
     timeout_message,
 )
 
@@ -75,8 +76,13 @@ WHERE n.nspname = %s AND c.relkind IN ('r', 'v', 'm', 'p', 'f') ORDER BY 1
 
 
 def normalize_url(url: str) -> str:
-    """Point ``postgresql://`` / ``postgres://`` URLs at SQLAlchemy's psycopg 3 driver."""
-    for prefix in ("postgresql://", "postgres://"):
+    """Point a PostgreSQL URL at SQLAlchemy's psycopg 3 driver (the one installed).
+
+    ``postgresql://``, ``postgres://`` and ``postgresql+psycopg2://`` (SQLAlchemy's
+    default and a common copy-paste) all become ``postgresql+psycopg://``; anything
+    else, including an explicit ``postgresql+psycopg://``, is returned unchanged.
+    """
+    for prefix in ("postgresql+psycopg2://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
@@ -241,11 +247,7 @@ class PostgresDatabase:
         """
         from psycopg import sql as pgsql
 
-        names = self.tables()
-        match = next((n for n in names if n == table), None)
-        match = match or next((n for n in names if n.lower() == str(table).lower()), None)
-        if match is None:
-            raise QueryError("runtime", f"no table named {table!r}" + did_you_mean(table, names))
+        match = resolve_table(table, self.tables())
         cols = self._trusted(_COLUMNS_SQL, (self.schema, match))
         refs = {str(a): f"{t}.{c}" for a, t, c in self._trusted(_FKEYS_SQL, (self.schema, match))}
         count_sql = pgsql.SQL("SELECT count(*) FROM {}.{}").format(

@@ -33,7 +33,9 @@ from .sql_types import (
     TableInfo,
     check_sql_text,
     did_you_mean,
+    quote_ident,
     refuse_non_read,
+    resolve_table,
     timeout_message,
 )
 
@@ -315,18 +317,14 @@ class SqliteDatabase:
         Raises:
             QueryError: ``runtime`` for an unknown table, with a "did you mean".
         """
-        names = self.tables()
-        match = next((n for n in names if n == table), None)
-        match = match or next((n for n in names if n.lower() == str(table).lower()), None)
-        if match is None:
-            raise QueryError("runtime", f"no table named {table!r}" + did_you_mean(table, names))
-        ident = _quote(match)
+        match = resolve_table(table, self.tables())
+        ident = quote_ident(match)
         cols = self._trusted(f"PRAGMA table_info({ident})")
         refs: dict[str, str] = {}
         for fk in self._trusted(f"PRAGMA foreign_key_list({ident})"):
             target_table, src, dst = str(fk[2]), str(fk[3]), fk[4]
             if dst is None:  # "REFERENCES t" without a column means t's primary key
-                info = self._trusted(f"PRAGMA table_info({_quote(target_table)})")
+                info = self._trusted(f"PRAGMA table_info({quote_ident(target_table)})")
                 pk = [c for c in info if c[5]]
                 dst = pk[0][1] if pk else "rowid"
             refs[src] = f"{target_table}.{dst}"
@@ -363,10 +361,6 @@ class SqliteDatabase:
 
 def _row_bytes(row: tuple[Any, ...]) -> int:
     return sum(len(v) for v in row if isinstance(v, str | bytes))
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _too_large_result() -> str:

@@ -28,7 +28,9 @@ __all__ = [
     "did_you_mean",
     "first_keyword",
     "iter_words",
+    "quote_ident",
     "refuse_non_read",
+    "resolve_table",
     "timeout_message",
 ]
 
@@ -312,6 +314,33 @@ def did_you_mean(name: str, names: list[str]) -> str:
     did = f"; did you mean {lowered[hint[0]]!r}?" if hint else ""
     listing = ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
     return f"{did} Tables: {listing or '(none)'}"
+
+
+def resolve_table(table: str, names: list[str]) -> str:
+    """The real name of ``table`` among ``names``: exact first, then case-insensitive.
+
+    Every dialect's ``describe`` resolves the agent's table name the same way (agents
+    often change the case), so the rule and its error live here once.
+
+    Raises:
+        QueryError: ``runtime``, "no table named ...", with a :func:`did_you_mean`.
+    """
+    if table in names:
+        return table
+    lowered = str(table).lower()
+    match = next((n for n in names if n.lower() == lowered), None)
+    if match is None:
+        raise QueryError("runtime", f"no table named {table!r}" + did_you_mean(table, names))
+    return match
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (``"`` doubled), for SQLite and PostgreSQL.
+
+    For trusted names only (fixture tables, schemas): quoting makes any name one
+    identifier, so reserved words, spaces and case survive.
+    """
+    return '"' + name.replace('"', '""') + '"'
 
 
 def timeout_message(timeout_s: float) -> str:

@@ -37,8 +37,9 @@ freshly loaded solution: no state, crash or ``exit`` leaks from one test to the 
   (``bwrap --as-pid-1``), so ``kill -9 -1`` or ``kill(1, ...)`` cannot stop it; the
   signals it handles ignore stray senders. Workers prefer the OOM killer's attention.
 * A test the harness never reported (the sandbox hit a limit) counts as failed; a
-  harness that failed for no such reason, or a sandbox that could not run at all, is a
-  :class:`~gymhub.types.Score` with ``error``, never a 0.
+  harness that failed for no such reason, a harness starved by an overloaded host, or a
+  sandbox that could not run at all, is a :class:`~gymhub.types.Score` with ``error``,
+  never a 0 (see :func:`_cause` for why a candidate cannot pass for a starved host).
 
 Limits: tests may call only the entry point with such plain-data arguments (no
 callables), and compare its return value; mutation of arguments is not observed.
@@ -50,13 +51,13 @@ import ast
 import functools
 import marshal
 import secrets
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gymhub.errors import BackendError, SpecError
-from gymhub.sandbox import BACKENDS, ExecResult, Limits, Sandbox, get_sandbox
+from gymhub.sandbox import BACKENDS, ExecResult, Limits, shared_sandbox
+from gymhub.sandbox.base import LIMIT_WALL
 from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
@@ -68,16 +69,24 @@ __all__ = [
     "SuiteRun",
     "TestOutcome",
     "TestStep",
+    "UnitTestSettings",
     "run_suites",
     "split_tests",
+    "unit_test_settings",
 ]
 
 Status = Literal["passed", "failed", "timeout", "error"]
+#: Who a stopped run is blamed on: the candidate (a 0) or the infrastructure (an error).
+Blame = Literal["candidate", "infra"]
 #: Longest submission accepted (characters); longer ones score 0 with a reason.
 MAX_CODE_CHARS = 100_000
 _SLACK_S = 5.0
+#: A run stopped by its wall budget while its processes used less CPU than this share
+#: of its wall time was starved (an overloaded host), not busy (see :func:`_cause`).
+_STARVED_CPU_RATIO = 0.25
 
 
+@runtime_checkable
 class Runner(Protocol):
     """Anything that runs a command in isolation: a :class:`Sandbox` or a session."""
 
@@ -118,6 +127,49 @@ class TestOutcome:
     def to_dict(self) -> dict[str, str]:
         """JSON-ready form."""
         return {"name": self.name, "status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True)
+class UnitTestSettings:
+    """The parsed fields of a ``unit_tests`` spec (see :func:`build_unit_tests`).
+
+    One parser for the verifier and for ``code-v0``'s ``run_examples``, so the examples
+    run under exactly the limits the submission will be scored with and the defaults
+    live in one place.
+    """
+
+    timeout_s: float = 2.0
+    memory_mb: int = 256
+    backend: str | None = None
+    max_code_chars: int = MAX_CODE_CHARS
+
+
+def _read_settings(spec: SpecReader) -> UnitTestSettings:
+    """Read and validate the settings fields of ``spec``.
+
+    Raises:
+        SpecError: a field is of the wrong type or out of range (named by its path).
+    """
+    default = UnitTestSettings()
+    timeout_s = spec.number("timeout_s", default.timeout_s, lo=0.05, hi=120.0)
+    memory_mb = spec.integer("memory_mb", default.memory_mb, lo=32)
+    backend = spec.get("backend", (str, type(None)), None)
+    if backend is not None and backend not in BACKENDS:
+        raise SpecError(spec._field("backend"), f"must be one of {sorted(BACKENDS)}")
+    max_chars = spec.integer("max_code_chars", default.max_code_chars, lo=1)
+    return UnitTestSettings(timeout_s, memory_mb, backend, max_chars)
+
+
+def unit_test_settings(spec: Mapping[str, Any]) -> UnitTestSettings:
+    """Parse a whole ``unit_tests`` spec's settings, validated exactly as by compiling it.
+
+    Raises:
+        SpecError: an invalid or unknown field, named by its path.
+    """
+    reader = SpecReader(spec)
+    settings = _read_settings(reader)
+    reader.finish()
+    return settings
 
 
 @dataclass(frozen=True)
@@ -214,15 +266,25 @@ def _precheck(code: Any, max_chars: int) -> str | None:
 
 
 # ------------------------------------------------------------------------------- running
-def run_suites(runner: Runner, jobs: Sequence[Job], *, timeout_s: float = 2.0,
-               memory_mb: int = 256, max_code_chars: int = MAX_CODE_CHARS) -> list[SuiteRun]:
+def run_suites(runner: Runner | Callable[[], Runner], jobs: Sequence[Job], *,
+               timeout_s: float = 2.0, memory_mb: int = 256,
+               max_code_chars: int = MAX_CODE_CHARS) -> list[SuiteRun]:
     """Run each job's cases against its candidate in one sandbox call (batched).
 
     Jobs whose code is not runnable (not a string, empty, a syntax error) get a
     ``reason`` and all cases failed without touching the sandbox.
 
+    Args:
+        runner: a :class:`Runner`, or a zero-argument factory of one. The factory is
+            called only when some job passes the precheck, so a batch of rejected code
+            never builds (or fails to build) a sandbox, and the precheck runs once.
+        jobs: candidates and their suites.
+        timeout_s: each case's deadline (also the candidate's load deadline).
+        memory_mb: memory of the candidate's process.
+        max_code_chars: longest submission accepted.
+
     Raises:
-        BackendError: the runner could not run anything.
+        BackendError: the runner could not be made or could not run anything.
     """
     runs: list[SuiteRun] = []
     payload: list[tuple[str, str, list[tuple[str, str, str | None]]]] = []
@@ -237,11 +299,15 @@ def run_suites(runner: Runner, jobs: Sequence[Job], *, timeout_s: float = 2.0,
             continue
         runs.append(SuiteRun())
         todo.append(i)
+        # Load, one deadline per step (a case's probe shares its case's deadline) and
+        # one spare: a candidate cannot make a pid-1 harness overrun this (see _cause).
         budget += timeout_s * (2 + len(job.steps))
         payload.append((job.code, job.entry_point,
                         [(s.kind, s.src, s.probe) for s in job.steps]))
     if not todo:
         return runs
+    if not isinstance(runner, Runner):
+        runner = runner()
     nonce = secrets.token_hex(16)
     request = marshal.dumps({"nonce": nonce, "timeout_s": float(timeout_s),
                              "memory_mb": int(memory_mb), "jobs": payload})
@@ -249,46 +315,67 @@ def run_suites(runner: Runner, jobs: Sequence[Job], *, timeout_s: float = 2.0,
                     output_bytes=4 << 20)
     result = runner.run(["python3", "-I", "-S", "-c", HARNESS_SOURCE], stdin=request,
                         limits=limits)
-    reports, done, hardened = _parse(result.stdout, nonce)
-    cause = _cause(result, done)
+    report = _parse(result.stdout, nonce)
+    blame, cause = _cause(result, report)
     for slot, i in enumerate(todo):
         run = runs[i]
-        run.wall_ms, run.backend, run.hardened = result.wall_ms, result.backend, hardened
-        got = reports.get(slot, {})
+        run.wall_ms, run.backend, run.hardened = result.wall_ms, result.backend, report.hardened
+        got = report.cases.get(slot, {})
         for k, case in enumerate(s for s in jobs[i].steps if s.kind == "case"):
             rep = got.get(k)
             if rep is None:
                 run.outcomes.append(TestOutcome(case.name, "error", f"not run: {cause}"))
             else:
                 run.outcomes.append(TestOutcome(case.name, rep[0], rep[1]))
-        if not done and cause.startswith("harness"):
+        if not report.done and blame == "infra":
             run.error = cause
-        elif not done:
+        elif not report.done:
             run.reason = f"the sandbox stopped the run: {cause}"
-        elif reports.get(slot, {}).get(-1):
-            run.reason = reports[slot][-1][1]
+        elif got.get(-1):
+            run.reason = got[-1][1]
     return runs
 
 
 _STATUSES = frozenset({"passed", "failed", "timeout", "error"})
 
 
-def _parse(stdout: bytes, nonce: str) -> tuple[dict[int, dict[int, tuple[Status, str]]], bool,
-                                                 bool]:
-    """Per job, per case: (status, message); whether the harness finished; hardened.
+@dataclass
+class _Report:
+    """What the harness reported (only lines carrying the nonce count).
 
-    The harness writes ``NONCE JOB CASE STATUS MESSAGE`` lines and ``NONCE done MODE``
-    last; lines without the nonce are not the harness's and are ignored.
+    Attributes:
+        cases: per job, per case: ``(status, message)``; case ``-1`` is a load error.
+        done: the harness finished every job.
+        hardened: the harness made itself non-dumpable (said at the end).
+        stop_proof: the harness said at its start that it is the sandbox's pid 1 and
+            non-dumpable, so no candidate process can stop (``SIGSTOP``), trace or
+            kill it: only the kernel's scheduler or the sandbox can delay it.
+    """
+
+    cases: dict[int, dict[int, tuple[Status, str]]] = field(default_factory=dict)
+    done: bool = False
+    hardened: bool = False
+    stop_proof: bool = False
+
+
+def _parse(stdout: bytes, nonce: str) -> _Report:
+    """Read the harness's report from its stdout.
+
+    The harness writes ``NONCE start PID1 MODE`` first, ``NONCE JOB CASE STATUS
+    MESSAGE`` lines, and ``NONCE done MODE`` last; lines without the nonce are not the
+    harness's and are ignored.
     """
     prefix = nonce + " "
-    reports: dict[int, dict[int, tuple[Status, str]]] = {}
-    done = hardened = False
+    report = _Report()
     for line in stdout.decode("utf-8", "replace").split("\n"):
         if not line.startswith(prefix):
             continue
         fields = line[len(prefix):].split(" ", 3)
         if fields[0] == "done":
-            done, hardened = True, fields[1:] == ["hardened"]
+            report.done, report.hardened = True, fields[1:] == ["hardened"]
+            continue
+        if fields[0] == "start":
+            report.stop_proof = fields[1:] == ["pid1", "hardened"]
             continue
         if len(fields) < 3 or fields[2] not in _STATUSES:
             continue
@@ -297,29 +384,65 @@ def _parse(stdout: bytes, nonce: str) -> tuple[dict[int, dict[int, tuple[Status,
         except ValueError:
             continue
         status: Status = fields[2]  # type: ignore[assignment]
-        reports.setdefault(job, {})[case] = (status, fields[3][:500] if len(fields) > 3 else "")
-    return reports, done, hardened
+        report.cases.setdefault(job, {})[case] = (
+            status, fields[3][:500] if len(fields) > 3 else "")
+    return report
 
 
-def _cause(result: ExecResult, done: bool) -> str:
-    """Why unreported cases were not run.
+def _cause(result: ExecResult, report: _Report) -> tuple[Blame, str]:
+    """Why unreported cases were not run, and whom to blame: ``candidate`` or ``infra``.
 
-    A sandbox limit is the candidate's doing, and so is a harness killed by a signal: in
-    the sandbox only its own processes can signal it (the sandbox's kills set ``limit``),
-    and where the harness is not pid 1 (the docker backend) ``kill -9 -1`` reaches it.
-    Anything else (a traceback, a launcher failure) is the harness's own failure, an
-    error for the learner to mask. The candidate gains nothing from either: only reported
-    passes count.
+    ``candidate`` makes the unreported cases failures (a 0 or a partial score);
+    ``infra`` makes the run a :class:`Score` with ``error``, which the learner masks.
+    The rule must never let a hostile candidate turn its failure into an ``infra``
+    (a masked trajectory instead of a 0), so ``infra`` needs evidence it cannot forge:
+
+    * A sandbox limit (memory, output, CPU time, process count) is the candidate's
+      doing: the harness itself stays far inside them.
+    * A harness killed by a signal is the candidate's doing: in the sandbox only its
+      own processes can signal it (the sandbox's kills set ``limit``), and where the
+      harness is not pid 1 (the docker backend) ``kill -9 -1`` reaches it.
+    * The whole-run wall budget (:data:`_SLACK_S` plus ``timeout_s`` per step, per job,
+      plus two) is ``infra`` only when all of these hold:
+
+      - the harness said, on its own nonce-tagged stdout before any candidate ran,
+        that it is the sandbox's pid 1 and non-dumpable. Then no candidate process can
+        stop it: the kernel drops ``SIGSTOP``/``SIGKILL`` sent to a pid namespace's
+        init from inside, and ptrace is refused. Without that (docker, local) a
+        candidate could ``SIGSTOP`` the harness and sit out the budget at zero CPU, so
+        there the stop stays the candidate's;
+      - a pid-1 harness cannot be delayed by a *sleeping* candidate: every load, setup
+        step and case (its failure probe included) has its own wall-clock deadline,
+        and the budget covers all of them plus a spare and the slack. Overrunning it
+        therefore needs the harness itself to be slow;
+      - a *busy* candidate (threads, daemons or forks burning CPU to slow the harness)
+        shows up in the run's CPU time, so ``cpu_ms`` must be below
+        :data:`_STARVED_CPU_RATIO` of ``wall_ms``: the run got less than a quarter of
+        a core on average, i.e. it was waiting for a CPU the host did not give it.
+
+      What is left (a slow harness that was neither stoppable nor busy) is the host's
+      doing, and scoring it 0 would punish correct code for the machine's load.
+    * Anything else without a ``done`` line (a traceback, a launcher failure) is the
+      harness's own failure: ``infra``. The candidate gains nothing from any of these:
+      only reported passes count.
     """
-    if done:
-        return "the harness skipped it"
-    if result.oom_killed or result.limit is not None or result.pids_exhausted:
+    if report.done:
+        return "candidate", "the harness skipped it"
+    if result.oom_killed or result.pids_exhausted or (
+            result.limit is not None and result.limit != LIMIT_WALL):
         what = "oom" if result.oom_killed and result.limit is None else result.limit
-        return f"sandbox limit: {what or 'process count'}"
+        return "candidate", f"sandbox limit: {what or 'process count'}"
+    if result.limit == LIMIT_WALL:
+        starved = result.cpu_ms < _STARVED_CPU_RATIO * result.wall_ms
+        if report.stop_proof and starved:
+            return "infra", (
+                f"the host starved the run: it hit its wall-time budget having used "
+                f"{result.cpu_ms / 1000:.1f} s of CPU in {result.wall_ms / 1000:.1f} s")
+        return "candidate", f"sandbox limit: {LIMIT_WALL}"
     if result.signal is not None:
-        return f"the solution killed the harness (signal {result.signal})"
+        return "candidate", f"the solution killed the harness (signal {result.signal})"
     tail = result.stderr_text.strip().splitlines()[-3:]
-    return f"harness failed (exit {result.exit_code}): " + " | ".join(tail)
+    return "infra", f"harness failed (exit {result.exit_code}): " + " | ".join(tail)
 
 
 # ------------------------------------------------------------------------------ verifier
@@ -336,18 +459,6 @@ def _suite_of(task: Any, state: Any) -> tuple[str, str]:
             return ep, tests
     raise ValueError("no test suite: pass state or a task whose fixture has entry_point and "
                      "tests")
-
-
-_sandboxes: dict[str | None, Sandbox] = {}
-_sandbox_lock = threading.Lock()
-
-
-def _sandbox(backend: str | None) -> Sandbox:
-    """One sandbox object per backend name per process (they are thread-safe)."""
-    with _sandbox_lock:
-        if backend not in _sandboxes:
-            _sandboxes[backend] = get_sandbox(backend)
-        return _sandboxes[backend]
 
 
 def score_run(run: SuiteRun, verifier: str = "") -> Score:
@@ -379,13 +490,11 @@ def build_unit_tests(spec: SpecReader) -> VerifyFn:
         memory_mb: memory of the candidate's process (default 256).
         backend: sandbox backend (default: ``$GYMHUB_SANDBOX_BACKEND`` or the best found).
         max_code_chars: longest submission accepted (default 100,000).
+
+    The sandbox is the process-wide :func:`~gymhub.sandbox.shared_sandbox`, fetched
+    only when the submission passes the host-side precheck.
     """
-    timeout_s = spec.number("timeout_s", 2.0, lo=0.05, hi=120.0)
-    memory_mb = spec.integer("memory_mb", 256, lo=32)
-    backend = spec.get("backend", (str, type(None)), None)
-    if backend is not None and backend not in BACKENDS:
-        raise SpecError(spec._field("backend"), f"must be one of {sorted(BACKENDS)}")
-    max_chars = spec.integer("max_code_chars", MAX_CODE_CHARS, lo=1)
+    settings = _read_settings(spec)
 
     def verify(submission: Any, task: Any, state: Any) -> Score:
         try:
@@ -393,27 +502,13 @@ def build_unit_tests(spec: SpecReader) -> VerifyFn:
             steps = split_tests(tests)
         except ValueError as exc:
             return Score.failed(f"invalid test suite: {exc}")
-        job = Job(submission, entry_point, steps)
-        if _precheck(submission, max_chars) is None:
-            try:
-                runner: Runner = _sandbox(backend)
-                run = run_suites(runner, [job], timeout_s=timeout_s, memory_mb=memory_mb,
-                                 max_code_chars=max_chars)[0]
-            except BackendError as exc:
-                return Score.failed(f"sandbox unusable: {exc}")
-        else:
-            run = run_suites(_NO_RUNNER, [job], max_code_chars=max_chars)[0]
+        try:
+            run = run_suites(lambda: shared_sandbox(settings.backend),
+                             [Job(submission, entry_point, steps)],
+                             timeout_s=settings.timeout_s, memory_mb=settings.memory_mb,
+                             max_code_chars=settings.max_code_chars)[0]
+        except BackendError as exc:
+            return Score.failed(f"sandbox unusable: {exc}")
         return score_run(run)
 
     return verify
-
-
-class _NoRunner:
-    """A runner for jobs that never reach the sandbox (rejected by the precheck)."""
-
-    def run(self, argv: Sequence[str], *, stdin: bytes | str | None = None,
-            limits: Limits | None = None) -> ExecResult:
-        raise BackendError("no sandbox needed for rejected code")
-
-
-_NO_RUNNER = _NoRunner()

@@ -24,21 +24,18 @@ Choices worth knowing:
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gymhub.errors import BackendError, ConfigError
-from gymhub.sandbox import ExecResult, Limits, PythonResult, Sandbox, Session, get_sandbox
+from gymhub.sandbox import ExecResult, Limits, PythonResult, Session, shared_sandbox
 from gymhub.types import Message, Score, ToolCall
-from gymhub.verifiers import Verifier
-from gymhub.verifiers import compile as compile_verifier
-from gymhub.verifiers.unit_tests import Job, run_suites, split_tests
+from gymhub.verifiers.core import compile_cached
+from gymhub.verifiers.unit_tests import Job, run_suites, split_tests, unit_test_settings
 
 from ..core import VerifierCase
-from ..tasks import Task
+from ..tasks import Task, filter_tasks, resolve_tasks
 from ..tools import Final, ToolEnv, ToolError, tool
 from .tasks import CodeFixture, builtin_tasks, load_task_file
 
@@ -60,17 +57,6 @@ _NO_REPL_NOTE = ("[note: this sandbox has no persistent REPL; each call runs a f
                  "interpreter: files persist, variables do not]")
 _RESTART_NOTE = ("[the Python process crashed or timed out and was restarted: variables and "
                  "imports are gone; files remain]")
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled(spec_json: str) -> Verifier:
-    # One compiled verifier per spec per process (the server builds an env per episode).
-    return compile_verifier(json.loads(spec_json), name="unit_tests")
-
-
-@functools.lru_cache(maxsize=8)
-def _sandbox(backend: str | None) -> Sandbox:
-    return get_sandbox(backend)
 
 
 class CodeEnv(ToolEnv):
@@ -101,14 +87,9 @@ class CodeEnv(ToolEnv):
         max_output_chars: int = 4000,
         render_mode: str | None = None,
     ) -> None:
-        if tasks is None:
-            task_list = builtin_tasks()
-        elif isinstance(tasks, str | Path):
-            task_list = load_task_file(tasks)
-        else:
-            task_list = list(tasks)
-        task_list = _filter(task_list, "difficulty", difficulty)
-        task_list = _filter(task_list, "category", categories)
+        task_list = resolve_tasks(tasks, builtin_tasks, load_task_file)
+        task_list = filter_tasks(task_list, "difficulty", difficulty)
+        task_list = filter_tasks(task_list, "category", categories)
         if not task_list:
             raise ConfigError("no tasks left after filtering by difficulty/categories")
         if any(not isinstance(t.fixture, CodeFixture) for t in task_list):
@@ -119,10 +100,12 @@ class CodeEnv(ToolEnv):
         spec = dict(verifier or DEFAULT_VERIFIER)
         if backend is not None:
             spec.setdefault("backend", backend)
-        self.verifier = _compiled(json.dumps(spec, sort_keys=True))
+        self.verifier = compile_cached(spec, name="unit_tests")
         self.backend = backend
-        self.timeout_s = float(spec.get("timeout_s", 2.0))
-        self.memory_mb = int(spec.get("memory_mb", 256))
+        # The verifier's own parser: run_examples runs under the limits (and defaults)
+        # the submission will be scored with, defined once in unit_tests.
+        settings = unit_test_settings(spec)
+        self.timeout_s, self.memory_mb = settings.timeout_s, settings.memory_mb
         self.run_timeout_s, self.max_output_chars = run_timeout_s, max_output_chars
         self.session: Session | None = None
 
@@ -146,7 +129,9 @@ class CodeEnv(ToolEnv):
             try:
                 limits = Limits(wall_s=self.run_timeout_s + 2, cpu_s=self.run_timeout_s + 2,
                                 memory_mb=max(self.memory_mb, 256))
-                self.session = _sandbox(self.backend).session(limits)
+                # The process-wide sandbox (one workdir/container pool per backend,
+                # shared with the verifier and closed at exit).
+                self.session = shared_sandbox(self.backend).session(limits)
             except BackendError as exc:
                 raise ToolError(f"the sandbox is unavailable: {exc}") from exc
         return self.session
@@ -277,10 +262,3 @@ def _render(result: ExecResult, note: str, timeout_s: float) -> str:
     elif not note and not isinstance(result, PythonResult) and result.exit_code not in (0, None):
         parts.append(f"[exit status {result.exit_code}]")
     return "\n".join(parts) if parts else "(no output)"
-
-
-def _filter(tasks: list[Task], key: str, wanted: str | Sequence[str] | None) -> list[Task]:
-    if wanted is None:
-        return tasks
-    allowed = {wanted} if isinstance(wanted, str) else set(wanted)
-    return [t for t in tasks if t.meta.get(key) in allowed]

@@ -36,6 +36,7 @@ from gymhub.sandbox.sql import (
     SqliteDatabase,
     SqliteFileSource,
     SqliteImageSource,
+    quote_ident,
     render_result,
 )
 from gymhub.types import Message, Score, ToolCall
@@ -173,7 +174,7 @@ class SqlEnv(ToolEnv):
         try:
             info = db.describe(table)
             sample = db.query(
-                f"SELECT * FROM {_quote(info.name)} LIMIT 3",
+                f"SELECT * FROM {quote_ident(info.name)} LIMIT 3",
                 max_rows=3,
                 timeout_s=self.query_timeout_s,
             )
@@ -319,10 +320,6 @@ def _reader_url(admin_url: str) -> str:
 
     url = make_url(admin_url).set(username="gymhub_reader", password=None)
     return str(url.render_as_string(hide_password=False))
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _check_schemas(tasks: list[Task], wanted: str | Sequence[str] | None) -> None:

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.pool import NullPool, StaticPool
 
 from gymhub.errors import BackendError, ConfigError
+from gymhub.sandbox.sql import normalize_url
 
 from .schemas import SCHEMAS, Rows, SchemaDef
 
@@ -189,20 +190,13 @@ def pg_schema_name(ref: FixtureRef) -> str:
     return f"gymhub_{ref.schema}_s{ref.seed}_x{ref.scale}"
 
 
-def _normalise_url(url: str) -> str:
-    for prefix in ("postgresql+psycopg2://", "postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
-
-
 def _engine(admin_url: str) -> sa.Engine:
     """One engine per URL.
 
     ``NullPool``: loads are rare, and no idle connection is left open for the garbage
     collector to complain about at exit.
     """
-    url = _normalise_url(admin_url)
+    url = normalize_url(admin_url)
     with _engines_guard:
         engine = _engines.get(url)
         if engine is None:

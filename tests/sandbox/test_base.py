@@ -1,13 +1,28 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import ClassVar
 
 import pytest
 
+import gymhub.sandbox as sandbox_pkg
 from gymhub.errors import BackendError
-from gymhub.sandbox import ExecResult, Limits, PythonResult, get_sandbox
+from gymhub.sandbox import (
+    ExecResult,
+    Limits,
+    PythonResult,
+    Sandbox,
+    Session,
+    docker_backend,
+    get_sandbox,
+    shared_sandbox,
+)
+from gymhub.sandbox.cgroups import pid_alive
 
 
 def test_limits_validate_and_replace() -> None:
@@ -44,3 +59,82 @@ def test_importing_the_package_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------ shared_sandbox
+class _Box(Sandbox):
+    """A do-nothing sandbox that counts how often it was built and closed."""
+
+    name = "bwrap"
+    built: ClassVar[list[_Box]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closes = 0
+        time.sleep(0.05)  # widen the race between concurrent first calls
+        _Box.built.append(self)
+
+    def session(self, limits: Limits | None = None) -> Session:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+@pytest.fixture
+def fresh_shared(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """An empty shared-sandbox table and a fake get_sandbox that records its calls."""
+    calls: list[str | None] = []
+
+    def fake(backend: str | None = None) -> Sandbox:
+        calls.append(backend)
+        if backend == "docker":
+            raise BackendError("no daemon")
+        return _Box()
+
+    _Box.built = []
+    monkeypatch.setattr(sandbox_pkg, "_shared", {})
+    monkeypatch.setattr(sandbox_pkg, "get_sandbox", fake)
+    monkeypatch.delenv("GYMHUB_SANDBOX_BACKEND", raising=False)
+    return calls
+
+
+def test_shared_sandbox_builds_one_per_backend_under_concurrent_first_calls(
+        fresh_shared: list[str | None]) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        boxes = list(pool.map(lambda _: shared_sandbox("bwrap"), range(16)))
+    assert len(_Box.built) == 1 and all(b is boxes[0] for b in boxes)
+    # The automatic choice resolves to the same backend: the same object, the extra
+    # one built to find out is closed at once.
+    assert shared_sandbox() is boxes[0] and shared_sandbox(None) is boxes[0]
+    assert [b.closes for b in _Box.built] == [0, 1]
+    assert len(fresh_shared) == 2  # later calls are served from the table
+
+
+def test_shared_sandbox_failures_are_not_cached_and_exit_closes_all(
+        fresh_shared: list[str | None]) -> None:
+    for _ in range(2):
+        with pytest.raises(BackendError):
+            shared_sandbox("docker")
+    assert fresh_shared == ["docker", "docker"]
+    box = shared_sandbox("bwrap")
+    sandbox_pkg._close_shared()  # what the atexit hook runs
+    assert box.closes == 1 and sandbox_pkg._shared == {}
+
+
+def test_importing_the_sandbox_package_stays_light() -> None:
+    code = ("import sys, gymhub.sandbox as s; s.shared_sandbox; "
+            "print(sorted(m for m in ('docker', 'gymhub.sandbox.bwrap', "
+            "'gymhub.sandbox.docker_backend') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_pid_alive() -> None:
+    assert pid_alive(os.getpid())
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert not pid_alive(proc.pid)
+
+    assert not hasattr(docker_backend, "_pid_alive")  # one copy, in cgroups

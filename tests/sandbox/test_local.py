@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import errno
+import os
+from typing import Any
+
 import pytest
 
 from gymhub.errors import BackendError
@@ -32,3 +36,51 @@ def test_runs_with_limits_and_a_clean_environment(monkeypatch: pytest.MonkeyPatc
     assert s.closed
     with pytest.raises(RuntimeError):
         s.run(["true"])
+
+
+# ------------------------------------------------------------ leaks on failure paths
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_failed_repl_kill_still_releases_the_workdir(monkeypatch: pytest.MonkeyPatch) -> None:
+    sb = LocalSandbox(Limits(wall_s=5), allow=True)
+    session = sb.session()
+    assert session.run_python("x = 1").ok
+    path = session.workdir.path
+    repl_kill = session._repl.kill
+
+    def broken() -> Any:
+        repl_kill()  # the interpreter does die; then the kill reports a failure
+        raise RuntimeError("kill failed")
+
+    monkeypatch.setattr(session._repl, "kill", broken)
+    with pytest.raises(RuntimeError, match="kill failed"):
+        session.close()
+    assert session.closed and not path.exists()  # the workdir (a tmpfs as root) is gone
+
+
+def test_a_failed_pidfd_open_kills_and_reaps_the_repl(monkeypatch: pytest.MonkeyPatch) -> None:
+    sb = LocalSandbox(Limits(wall_s=5), allow=True)
+    with sb.session() as session:
+        session.run(["true"])  # warm up lazily opened descriptors
+        before = _open_fds()
+        pids: list[int] = []
+
+        def no_pidfd(pid: int, flags: int = 0) -> int:
+            pids.append(pid)
+            raise OSError(errno.EMFILE, "Too many open files")
+
+        monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+        with pytest.raises(BackendError, match="cannot watch the Python REPL"):
+            session.run_python("1")
+        monkeypatch.undo()
+        assert len(pids) == 1
+        with pytest.raises(ProcessLookupError):
+            os.kill(pids[0], 0)  # killed and reaped, not a zombie
+        assert _open_fds() <= before  # pipes and stderr closed
+        assert session.run_python("1 + 1").value == "2"  # the next call starts afresh
+    if sb.cgroups is not None:
+        for parent in sb.cgroups.parents.values():
+            assert not [p for p in parent.iterdir()
+                        if p.is_dir() and p.name.startswith(f"{os.getpid()}-")]

@@ -24,7 +24,9 @@ from gymhub.sandbox.sql import (
     SqliteFileSource,
     SqliteImageSource,
     normalize_url,
+    quote_ident,
     render_result,
+    resolve_table,
 )
 
 SCHEMA = """
@@ -378,6 +380,21 @@ def test_sources_and_protocols(image: bytes) -> None:
     assert "secret" not in repr(pg)
     assert normalize_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert normalize_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    # SQLAlchemy's default driver name is not installed: psycopg 3 serves it too.
+    assert normalize_url("postgresql+psycopg2://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalize_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert normalize_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_resolve_table_and_quote_ident() -> None:
+    names = ["Orders", "orders", "customers"]
+    assert resolve_table("orders", names) == "orders"  # exact beats case-insensitive
+    assert resolve_table("ORDERS", names) == "Orders"
+    with pytest.raises(QueryError) as err:
+        resolve_table("custmers", names)
+    assert err.value.kind == "runtime" and "did you mean 'customers'" in str(err.value)
+    assert quote_ident("order") == '"order"'
+    assert quote_ident('we"ird name') == '"we""ird name"'
 
 
 # ------------------------------------------------------------------ rendering

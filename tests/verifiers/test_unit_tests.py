@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import marshal
 import math
 import sys
 import textwrap
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from gymhub.errors import BackendError, SpecError
-from gymhub.sandbox import ExecResult, available_backends
+from gymhub.sandbox import ExecResult, available_backends, shared_sandbox
 from gymhub.verifiers import compile
 from gymhub.verifiers import unit_tests as ut
 from gymhub.verifiers.unit_tests_harness import COMMON
@@ -71,9 +73,13 @@ def test_codec_round_trips_plain_data_and_rejects_junk() -> None:
         back = ns["unpack"](ns["pack"](v))
         assert back == v and type(back) is type(v)
     assert math.isnan(ns["unpack"](ns["pack"](float("nan"))))
-    for junk in [b"", b"X", b"i12", b"s5:ab", b"l3:N", b"S1:l0:", b"NN"]:
-        with pytest.raises(Exception):  # noqa: B017 - any error is fine, never a value
-            ns["unpack"](junk)
+    # Malformed frames raise what the harness catches as "malformed message" (ValueError
+    # for bad structure, TypeError for an unhashable set member), never a value.
+    junk = {b"": ValueError, b"X": ValueError, b"i12": ValueError, b"s5:ab": ValueError,
+            b"l3:N": ValueError, b"S1:l0:": TypeError, b"NN": ValueError}
+    for data, error in junk.items():
+        with pytest.raises(error):
+            ns["unpack"](data)
     with pytest.raises(TypeError):
         ns["pack"](object())
 
@@ -365,17 +371,67 @@ def test_unusable_sandbox_is_an_error_not_a_zero(monkeypatch: pytest.MonkeyPatch
     def broken(backend: str | None) -> Any:
         raise BackendError("no daemon")
 
-    monkeypatch.setattr(ut, "_sandbox", broken)
+    monkeypatch.setattr(ut, "shared_sandbox", broken)
     s = verify(GOLD, None, ADD)
     assert not s.ok and "sandbox unusable" in (s.error or "")
+    # Rejected code never needs (or builds) a sandbox: still a 0 with a reason.
+    s = verify("def add(a, b)\n", None, ADD)
+    assert s.ok and s.value == 0.0 and "syntax error" in s.details["reason"]
+
+
+def test_verify_prechecks_once_and_builds_the_runner_only_when_needed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    real = ut._precheck
+
+    def counting(code: Any, max_chars: int) -> str | None:
+        calls.append(code)
+        return real(code, max_chars)
+
+    monkeypatch.setattr(ut, "_precheck", counting)
+    verify = compile({"type": "unit_tests", "timeout_s": 1.0})
+    assert verify(GOLD, None, ADD).value == 1.0
+    assert len(calls) == 1
+
+    def factory() -> Any:
+        raise AssertionError("the runner must not be built for rejected code")
+
+    job = ut.Job("", "add", ut.split_tests(ADD["tests"]))
+    run = ut.run_suites(factory, [job, ut.Job(None, "add", job.steps)])
+    assert [r.reason for r in run] == ["the submission is empty",
+                                       "the submission must be Python source (a string), "
+                                       "got NoneType"]
+    built: list[int] = []
+
+    def lazy() -> Any:
+        built.append(1)
+        return FakeRunner(ExecResult(exit_code=None, signal=9, limit="memory"))
+
+    ut.run_suites(lazy, [job, ut.Job(GOLD, "add", job.steps)])
+    assert built == [1]
+
+
+def test_settings_parse_like_the_verifier() -> None:
+    assert ut.unit_test_settings({"type": "unit_tests"}) == ut.UnitTestSettings()
+    got = ut.unit_test_settings({"type": "unit_tests", "timeout_s": 3, "memory_mb": 64})
+    assert (got.timeout_s, got.memory_mb, got.backend) == (3.0, 64, None)
+    with pytest.raises(SpecError, match="memory_mb"):
+        ut.unit_test_settings({"type": "unit_tests", "memory_mb": 1})
+    with pytest.raises(SpecError, match="memroy_mb"):
+        ut.unit_test_settings({"type": "unit_tests", "memroy_mb": 64})
 
 
 class FakeRunner:
-    def __init__(self, result: ExecResult) -> None:
+    """Returns a fixed result; ``lines`` are written to stdout under the run's nonce."""
+
+    def __init__(self, result: ExecResult, lines: tuple[str, ...] = ()) -> None:
         self.result = result
+        self.lines = lines
 
     def run(self, argv: Any, *, stdin: Any = None, limits: Any = None) -> ExecResult:
-        return self.result
+        nonce = marshal.loads(stdin)["nonce"]
+        out = b"".join(f"{nonce} {line}\n".encode() for line in self.lines)
+        return dataclasses.replace(self.result, stdout=self.result.stdout + out)
 
 
 def test_harness_crash_is_an_error_and_a_limit_is_the_candidates_fault() -> None:
@@ -393,9 +449,88 @@ def test_harness_crash_is_an_error_and_a_limit_is_the_candidates_fault() -> None
 
 
 def test_lines_without_the_nonce_are_ignored() -> None:
-    out = b"abc 0 0 passed\nNONCE 0 0 passed\nNONCE 0 1 bogus\nNONCE done hardened\n"
-    reports, done, hardened = ut._parse(out, "NONCE")
-    assert reports == {0: {0: ("passed", "")}} and done and hardened
+    out = (b"abc start pid1 hardened\nabc 0 0 passed\nNONCE 0 0 passed\nNONCE 0 1 bogus\n"
+           b"NONCE done hardened\n")
+    report = ut._parse(out, "NONCE")
+    assert report.cases == {0: {0: ("passed", "")}} and report.done and report.hardened
+    assert not report.stop_proof  # only the nonce's start line counts
+    assert ut._parse(b"NONCE start pid1 hardened\n", "NONCE").stop_proof
+    assert not ut._parse(b"NONCE start pid7 hardened\n", "NONCE").stop_proof
+    assert not ut._parse(b"NONCE start pid1 soft\n", "NONCE").stop_proof
+
+
+# A whole-run wall stop after 30 s of wall time: starved (0.5 s CPU) or busy (29 s).
+STARVED = ExecResult(exit_code=None, signal=9, limit="wall_time", timed_out=True,
+                     wall_ms=30_000.0, cpu_ms=500.0)
+BUSY = dataclasses.replace(STARVED, cpu_ms=29_000.0)
+PID1 = ("start pid1 hardened", "0 0 passed")
+
+
+def test_a_starved_pid1_harness_is_an_error_not_a_zero() -> None:
+    # An overloaded host must not score correct code 0: masked, with what happened.
+    job = ut.Job(GOLD, "add", ut.split_tests(ADD["tests"]))
+    run = ut.run_suites(FakeRunner(STARVED, PID1), [job])[0]
+    s = ut.score_run(run)
+    assert not s.ok and "starved" in (s.error or "")
+    assert [t["status"] for t in s.details["tests"]] == ["passed", "error", "error"]
+
+
+@pytest.mark.parametrize(("result", "lines", "why"), [
+    (BUSY, PID1, "busy: its own processes used the CPU"),
+    (STARVED, ("start pid7 hardened", "0 0 passed"), "not pid 1: a candidate can SIGSTOP it"),
+    (STARVED, ("start pid1 soft", "0 0 passed"), "dumpable: a candidate can ptrace-stop it"),
+    (STARVED, ("0 0 passed",), "never said it was stop-proof"),
+    (dataclasses.replace(STARVED, oom_killed=True), PID1, "the candidate ran out of memory"),
+    (dataclasses.replace(STARVED, pids_exhausted=True), PID1, "a fork bomb"),
+    (dataclasses.replace(STARVED, limit="cpu_time"), PID1, "CPU budget spent"),
+])
+def test_a_stopped_run_the_candidate_could_cause_stays_its_failure(
+        result: ExecResult, lines: tuple[str, ...], why: str) -> None:
+    job = ut.Job(GOLD, "add", ut.split_tests(ADD["tests"]))
+    s = ut.score_run(ut.run_suites(FakeRunner(result, lines), [job])[0])
+    assert s.ok, why
+    assert s.value == pytest.approx(1 / 3) and "sandbox stopped the run" in s.details["reason"]
+
+
+def test_a_forged_start_line_does_not_make_a_stop_an_error() -> None:
+    # The candidate cannot write the harness's stdout, and without the nonce its lines
+    # are ignored anyway: a wall stop stays a 0.
+    job = ut.Job(GOLD, "add", ut.split_tests(ADD["tests"]))
+    forged = dataclasses.replace(STARVED, stdout=b"x" * 32 + b" start pid1 hardened\n")
+    s = ut.score_run(ut.run_suites(FakeRunner(forged), [job])[0])
+    assert s.ok and s.value == 0.0
+
+
+def test_the_harness_says_whether_it_is_stop_proof() -> None:
+    class Capture:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.stdin, self.result = inner, b"", None
+
+        def run(self, argv: Any, *, stdin: Any = None, limits: Any = None) -> ExecResult:
+            self.stdin, self.result = stdin, self.inner.run(argv, stdin=stdin, limits=limits)
+            return self.result
+
+    for backend in available_backends():
+        cap = Capture(shared_sandbox(backend))
+        job = ut.Job(GOLD, "add", ut.split_tests(ADD["tests"]))
+        assert ut.run_suites(cap, [job])[0].passed == 3
+        assert cap.result is not None
+        report = ut._parse(cap.result.stdout, marshal.loads(cap.stdin)["nonce"])
+        # bwrap runs the harness as the pid namespace's init; docker does not.
+        assert report.stop_proof is (backend == "bwrap"), backend
+
+
+def test_a_failure_probe_shares_its_cases_deadline() -> None:
+    # Wrong just before the deadline, then as slow again in the "got" probe: one deadline
+    # for both, or a sleeping candidate could overrun the whole-run wall budget (and a
+    # pid-1 overrun at low CPU reads as a starved host: a masked error, not a 0).
+    suite = {"entry_point": "f", "tests": "assert f(1) == 1\n"}
+    code = "import time\ndef f(x):\n    time.sleep(1.5)\n    return 0\n"
+    job = ut.Job(code, "f", ut.split_tests(suite["tests"]))
+    run = ut.run_suites(shared_sandbox(None), [job], timeout_s=2.0)[0]
+    assert [o.status for o in run.outcomes] == ["failed"]
+    assert "got" not in run.outcomes[0].message  # the probe ran out of the case's time
+    assert run.wall_ms < 2_900, run.wall_ms
 
 
 def test_suite_from_state_or_fixture_or_error(verify: Any) -> None:
@@ -408,7 +543,7 @@ def test_suite_from_state_or_fixture_or_error(verify: Any) -> None:
 
 
 def test_batch_runs_many_jobs_in_one_call() -> None:
-    sandbox = ut._sandbox(None)
+    sandbox = shared_sandbox(None)
     steps = ut.split_tests(ADD["tests"])
     runs = ut.run_suites(sandbox, [ut.Job(GOLD, "add", steps), ut.Job("x = (", "add", steps),
                                    ut.Job("def add(a, b): return 0", "add", steps)])

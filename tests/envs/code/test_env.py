@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+import gymhub.sandbox as sandbox_pkg
 from gymhub.envs import check_env, make, run_episode
 from gymhub.envs.code.env import CodeEnv
-from gymhub.errors import ConfigError
+from gymhub.errors import ConfigError, SpecError
 from gymhub.sandbox import available_backends
 from gymhub.types import Message, Score, ToolCall
 
@@ -113,8 +114,12 @@ def test_bad_arguments_are_answered(env: Any) -> None:
     assert out.startswith("Error: argument 'code' must be string")
     out, *_ = call(env, "submit")
     assert out.startswith("Error: missing required argument 'code'")
+    # A lone surrogate cannot be encoded as source: the agent is told why, as output of
+    # its own code (not an infrastructure error), and the session keeps working.
     out, *_ = call(env, "run_python", code="print('\udcff')")
-    assert isinstance(out, str)
+    assert "surrogates not allowed" in out and not out.startswith("Error:")
+    out, *_ = call(env, "run_python", code="print('still here')")
+    assert "still here" in out
     out, _, term, info = call(env, "submit", code="bad \udcff")
     assert term and info["score"].ok and info["score"].value == 0.0
 
@@ -128,6 +133,39 @@ def test_filters_and_config_errors() -> None:
         CodeEnv(difficulty="impossible")
     with pytest.raises(ConfigError):
         CodeEnv(run_timeout_s=0)
+
+
+def test_examples_run_under_the_verifiers_settings() -> None:
+    env = CodeEnv(verifier={"type": "unit_tests", "timeout_s": 3, "memory_mb": 128})
+    assert (env.timeout_s, env.memory_mb) == (3.0, 128)
+    default = CodeEnv()
+    assert (default.timeout_s, default.memory_mb) == (2.0, 256)
+    with pytest.raises(SpecError, match="timeout_s"):
+        CodeEnv(verifier={"type": "unit_tests", "timeout_s": "slow"})
+
+
+def test_env_and_verifier_share_one_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One pool of workdirs/containers per backend per process, not one per user.
+    built: list[Any] = []
+    real = sandbox_pkg.get_sandbox
+
+    def counting(backend: str | None = None) -> Any:
+        built.append(real(backend))
+        return built[-1]
+
+    monkeypatch.setattr(sandbox_pkg, "_shared", {})
+    monkeypatch.setattr(sandbox_pkg, "get_sandbox", counting)
+    env = CodeEnv()
+    try:
+        env.reset(options={"task_id": "count-vowels"})
+        call(env, "run_python", code="print(1)")
+        call(env, "run_examples", code=env.task.gold)
+        _, reward, *_ = call(env, "submit", code=env.task.gold)
+        assert reward == 1.0
+    finally:
+        env.close()
+        sandbox_pkg._close_shared()
+    assert len(built) == 1
 
 
 def test_verifier_cases_cover_pass_fail_malformed(env: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 from gymhub.envs import make, run_episode
 from gymhub.envs.code.tasks import CodeFixture, builtin_tasks, load_task_file
 from gymhub.errors import TaskFileError
-from gymhub.sandbox import available_backends
+from gymhub.sandbox import available_backends, shared_sandbox
 from gymhub.verifiers import unit_tests as ut
 
 needs_sandbox = pytest.mark.skipif(not available_backends(), reason="no sandbox backend here")
@@ -44,7 +44,7 @@ def test_every_reference_passes_its_examples_and_hidden_tests() -> None:
     tasks = builtin_tasks()
     jobs = [ut.Job(t.gold, fixture(t).entry_point,
                    ut.split_tests(fixture(t).examples + "\n" + fixture(t).tests)) for t in tasks]
-    runs = ut.run_suites(ut._sandbox(None), jobs, timeout_s=5.0)
+    runs = ut.run_suites(shared_sandbox(None), jobs, timeout_s=5.0)
     bad = {t.id: [o for o in r.outcomes if o.status != "passed"]
            for t, r in zip(tasks, runs, strict=True) if r.passed != len(r.outcomes)}
     assert not bad
@@ -56,7 +56,7 @@ def test_trivially_wrong_solutions_fail_a_hidden_test_of_every_task(body: str) -
     tasks = builtin_tasks()
     jobs = [ut.Job(f"def {fixture(t).entry_point}(*args, **kwargs):\n    {body}\n",
                    fixture(t).entry_point, ut.split_tests(fixture(t).tests)) for t in tasks]
-    runs = ut.run_suites(ut._sandbox(None), jobs, timeout_s=2.0)
+    runs = ut.run_suites(shared_sandbox(None), jobs, timeout_s=2.0)
     assert all(r.error is None for r in runs)
     fooled = [t.id for t, r in zip(tasks, runs, strict=True) if r.passed == len(r.outcomes)]
     assert not fooled
