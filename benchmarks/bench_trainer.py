@@ -17,26 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
-
-from gymhub.trainer.backends import InProcessBackend  # noqa: E402
-from gymhub.trainer.chat import ChatRenderer  # noqa: E402
-from gymhub.trainer.config import GRPOConfig  # noqa: E402
-from gymhub.trainer.engines.base import GenerationRequest, SamplingConfig  # noqa: E402
-from gymhub.trainer.engines.hf import TransformersEngine  # noqa: E402
-from gymhub.trainer.loop import GRPOTrainer  # noqa: E402
-from gymhub.trainer.parsers import make_parser  # noqa: E402
-from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch  # noqa: E402
-from tests.trainer.conftest import build_model, build_tokenizer  # noqa: E402
+from gymhub.trainer.backends import InProcessBackend
+from gymhub.trainer.chat import ChatRenderer
+from gymhub.trainer.config import GRPOConfig
+from gymhub.trainer.engines.base import GenerationRequest, SamplingConfig
+from gymhub.trainer.engines.hf import TransformersEngine
+from gymhub.trainer.loop import GRPOTrainer
+from gymhub.trainer.parsers import make_parser
+from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch
+from gymhub.trainer.tiny import build_model, build_tokenizer
 
 B, P, C, REPEATS = 8, 64, 64, 5
 

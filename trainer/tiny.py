@@ -1,0 +1,86 @@
+"""Tiny models and tokenizers built locally, for smoke tests and benchmarks.
+
+Nothing is downloaded: the tokenizer is trained in a few milliseconds on a small corpus
+of the words echo-v0 uses, and the model is a randomly initialised two-layer Llama. They
+exercise every code path of the learner (chat templates with tools, generation, LoRA,
+updates) at a cost a CPU test suite can afford.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CHATML_TOOLS", "CORPUS", "build_model", "build_tokenizer"]
+
+#: A ChatML template that renders tool specs and tool calls (Qwen/Hermes style).
+CHATML_TOOLS = (
+    "{% if tools %}<|im_start|>system\n"
+    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n{% endif %}"
+    "Tools:{% for t in tools %}{{ '\\n' }}{{ t | tojson }}{% endfor %}<|im_end|>\n"
+    "{% elif messages[0].role == 'system' %}"
+    "<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n"
+    "{% endif %}"
+    "{% for m in messages %}"
+    "{% if m.role == 'system' and loop.first %}"
+    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n{{ m.content }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>"
+    "{{ {'name': c.name, 'arguments': c.arguments} | tojson }}</tool_call>{% endfor %}{% endif %}"
+    "<|im_end|>\n"
+    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+#: Text the tiny tokenizer is trained on.
+CORPUS = [
+    'Repeat the user\'s word with the submit tool. <tool_call>{"name": "submit", '
+    '"arguments": {"answer": "apple-0"}}</tool_call> Submitted. Score: 1',
+    "apple river stone cloud ember maple orbit quartz tulip zephyr look submit answer",
+    "No tool call found. Call one of: look, submit. Invalid action tool user system assistant",
+    '{"type": "function", "function": {"name": "look", "description": "Show the word again.", '
+    '"parameters": {"type": "object", "properties": {}, "required": []}}}',
+    "0123456789 - _ : , . ! ? ( ) [ ] { } \" ' \n",
+]
+
+
+def build_tokenizer() -> Any:
+    """A 400-token byte-level BPE tokenizer with a ChatML chat template that renders tools."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=special,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
+    )
+    fast.chat_template = CHATML_TOOLS
+    return fast
+
+
+def build_model(vocab_size: int, seed: int = 0) -> Any:
+    """A 2-layer Llama with hidden size 64, initialised from ``seed``, in eval mode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+    )
+    return LlamaForCausalLM(cfg).eval()
