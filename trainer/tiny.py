@@ -60,7 +60,7 @@ def build_tokenizer() -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
     )
     fast.chat_template = CHATML_TOOLS
@@ -83,4 +83,4 @@ def build_model(vocab_size: int, seed: int = 0) -> Any:
         max_position_embeddings=2048,
         tie_word_embeddings=False,
     )
-    return LlamaForCausalLM(cfg).eval()
+    return LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
