@@ -43,15 +43,25 @@ def build_exact(spec: SpecReader) -> VerifyFn:
 
 @verifier_kind("regex")
 def build_regex(spec: SpecReader) -> VerifyFn:
-    """``{"type": "regex", "pattern": "...", "fullmatch": true}``; the pattern is compiled once."""
+    """``{"type": "regex", "pattern": "...", "fullmatch": true, "max_chars": 10000}``.
+
+    The pattern is compiled once; submissions over ``max_chars`` score 0 with a reason.
+    """
     pattern = spec.get("pattern", str)
     try:
         rx = re.compile(pattern)
     except re.error as exc:
         raise SpecError(spec._field("pattern"), f"invalid regular expression: {exc}") from exc
     full = spec.get("fullmatch", bool, True)
+    # Python's re has no timeout. The pattern is the environment author's (trusted; a
+    # catastrophic pattern is their bug), the submission is not: capping its length keeps
+    # a sane pattern's matching time bounded.
+    max_chars = spec.integer("max_chars", 10_000, lo=1)
 
     def verify(submission: Any, task: Any, state: Any) -> Score:
+        if isinstance(submission, str) and len(submission) > max_chars:
+            reason = f"submission is {len(submission):,} characters; the limit is {max_chars:,}"
+            return Score(0.0, details={"reason": reason})
         if not isinstance(submission, str):
             return Score(
                 0.0, details={"reason": f"submission is {type(submission).__name__}, not text"}

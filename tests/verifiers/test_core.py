@@ -103,3 +103,10 @@ def test_weighted_sum_refuses_all_zero_weights():
     with pytest.raises(SpecError) as info:
         compile({"type": "weighted_sum", "parts": [{"weight": 0, "verifier": {"type": "exact_match"}}]})
     assert info.value.field == "parts"
+
+
+def test_regex_caps_submission_length_before_matching():
+    v = compile({"type": "regex", "pattern": r"a+b", "max_chars": 50})
+    assert v("a" * 48 + "b", TASK).value == 1.0
+    s = v("a" * 10_000 + "b", TASK)
+    assert s.ok and s.value == 0.0 and "limit" in s.details["reason"]
