@@ -8,7 +8,10 @@ Everything runs on this machine in the same run, so only ratios are comparable:
 * in-process: the same ``echo-v0`` environments stepped directly;
 * gymhub: ``gymhub serve echo-v0`` as a separate process, driven from this process by
   :class:`~gymhub.server.client.AsyncEnvClient`; every episode slot loops
-  open -> 3 x ``look`` -> gold ``submit`` -> close;
+  open -> 3 x ``look`` -> gold ``submit`` -> close. The client coalesces the operations
+  ready in one event-loop turn into one ``POST /v1/batch`` (its default); the
+  "1 req/op" columns are the same client with ``batch=False``, one request per
+  operation;
 * OpenEnv: ``openenv-core``'s server (``create_fastapi_app``, its WebSocket session
   protocol, since its HTTP mode cannot hold an episode) with an equivalent echo
   environment, run from the venv in ``$OPENENV_PYTHON`` (default
@@ -136,10 +139,10 @@ class Server:
 
 
 async def through_server(url: str, concurrency: int, seconds: float,
-                         server_pid: int | None = None) -> Run:
+                         server_pid: int | None = None, *, batch: bool = True) -> Run:
     run = Run()
     conns = min(concurrency, 256)
-    async with AsyncEnvClient(url, max_connections=conns, timeout=60) as client:
+    async with AsyncEnvClient(url, max_connections=conns, timeout=60, batch=batch) as client:
         t_end = time.perf_counter() + seconds
 
         async def slot(k: int) -> None:
@@ -400,6 +403,7 @@ def bench(levels: list[int], seconds: float, held: int, openenv: bool) -> None:
           "separate processes, each driven by a client process on the same machine\n")
     header = (f"{'episodes':>8} | {'in-proc st/s':>12} {'p50 ms':>7} {'p99 ms':>7} | "
               f"{'gymhub st/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'err':>4} {'/in-proc':>8} | "
+              f"{'1 req/op st/s':>13} {'p99 ms':>7} | "
               f"{'OpenEnv st/s':>12} {'p50 ms':>7} {'p99 ms':>7} {'err':>4} | "
               f"{'gymhub/OpenEnv':>14}")
     top = max(levels, default=1) + 100
@@ -414,12 +418,15 @@ def bench(levels: list[int], seconds: float, held: int, openenv: bool) -> None:
         for n in levels:
             base = in_process(n, seconds)
             remote = asyncio.run(through_server(server.url, n, seconds, server.proc.pid))
+            single = asyncio.run(through_server(server.url, n, seconds, server.proc.pid,
+                                                batch=False))
             theirs = other.run(n, seconds) if other is not None else None
             rows.append((n, base, remote, theirs))
             line = (f"{n:>8} | {base.steps_per_s:>12,.0f} {base.pct(.5):>7.3f} "
                     f"{base.pct(.99):>7.3f} | {remote.steps_per_s:>11,.0f} {remote.pct(.5):>7.2f}"
                     f" {remote.pct(.99):>7.2f} {remote.errors:>4} "
-                    f"{remote.steps_per_s / base.steps_per_s:>8.3f} | ")
+                    f"{remote.steps_per_s / base.steps_per_s:>8.3f} | "
+                    f"{single.steps_per_s:>13,.0f} {single.pct(.99):>7.2f} | ")
             if theirs is not None:
                 ratio = remote.steps_per_s / theirs.steps_per_s if theirs.steps else float("inf")
                 line += (f"{theirs.steps_per_s:>12,.0f} {theirs.p50:>7.2f} {theirs.p99:>7.2f} "

@@ -5,7 +5,7 @@ only), hand the work to the manager, and return the bytes the manager produced, 
 step reply is serialised once, in a worker thread, and never re-validated on the way
 out. In front of FastAPI sits :class:`~gymhub.server.front.Front`, a pure-ASGI layer
 that checks the bearer token and the body size before any body byte is read and
-answers the three routes every episode uses (open, step, close) without FastAPI's
+answers the routes every episode uses (open, step, close, batch) without FastAPI's
 per-request machinery; the FastAPI routes below still define the OpenAPI schema and
 answer everything else. Every failure leaves as ``{"error": {"code", "message"}}``
 with the status that :data:`gymhub.server.errors.STATUS` assigns to its code.
@@ -30,6 +30,7 @@ from gymhub.envs import Registry
 from gymhub.envs import registry as default_registry
 from gymhub.errors import GymhubError
 
+from .batch import run_batch
 from .episodes import EpisodeManager
 from .errors import (
     InvalidRequest,
@@ -37,9 +38,12 @@ from .errors import (
     error_from_wire,
     internal_error,
 )
-from .front import Front, error_reply, readable
+from .front import Front
 from .metrics import CONTENT_TYPE
+from .replies import error_reply, readable
 from .wire import (
+    BatchReply,
+    BatchRequest,
     CreateEpisode,
     EnvList,
     EpisodeClosed,
@@ -229,6 +233,17 @@ def create_app(
     async def step(episode_id: str, req: StepRequest) -> Response:
         """Apply step ``seq``; repeating the last ``seq`` replays its reply."""
         return raw(await manager.step(episode_id, req.action, req.seq))
+
+    @app.post("/v1/batch", response_model=BatchReply, responses=errors(413, 422),
+              tags=["episodes"])
+    async def batch(req: BatchRequest) -> Response:
+        """Many creations, steps and closes in one request; each answered as its own would be.
+
+        A learner's client coalesces the operations of its concurrent episodes into
+        one request. Statuses are per operation (``results[i].status``); the request
+        itself fails only when it is malformed, too large or unauthorised.
+        """
+        return raw(await run_batch(manager, req))
 
     @app.get("/v1/episodes/{episode_id}/gold", response_model=MessageModel,
              responses=errors(403, 404, 409, 504), tags=["reference"])

@@ -39,7 +39,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -48,6 +48,7 @@ import httpx
 
 from gymhub.types import Message, Score, StepResult
 
+from .coalesce import Coalescer, OpAnswer, Unbatched
 from .errors import ServerError
 from .http11 import Http11Transport
 from .jsonio import dumps_lenient, loads
@@ -166,6 +167,9 @@ class AsyncEnvClient:
         self._header_lines = b"".join(f"{k}: {v}\r\n".encode("latin-1")
                                       for k, v in self._headers.items() if k != "content-type")
         self._json_line = b"content-type: application/json\r\n"
+        self._batcher = Coalescer(self._send_batch, self._send_one,
+                                  max_ops=self.config.batch_max_ops) \
+            if self.config.batch else None
 
     async def __aenter__(self) -> AsyncEnvClient:
         return self
@@ -174,8 +178,17 @@ class AsyncEnvClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connections."""
+        """Close the connections (after the batches in flight)."""
+        if self._batcher is not None:
+            await self._batcher.aclose()
         await self._own.aclose()
+
+    def _send_batch(self, body: bytes, timeout: float) -> Awaitable[Answer]:
+        return self._send("POST", "/v1/batch", body, timeout)
+
+    def _send_one(self, method: str, path: str, body: Any, timeout: float) -> Awaitable[Answer]:
+        return self._send(method, "/v1" + path, _dumps(body) if body is not None else None,
+                          timeout)
 
     async def _send(self, method: str, path: str, content: bytes | None, timeout: float
                     ) -> Answer:
@@ -212,6 +225,25 @@ class AsyncEnvClient:
                 return loads(resp.content)
             await asyncio.sleep(loop.next(resp))
 
+    async def _op(self, op: dict[str, Any], method: str, path: str, body: Any, *, what: str,
+                  busy_retry: bool = True) -> Any:
+        """An episode operation: batched with its neighbours when the server allows."""
+        if self._batcher is None or not self._batcher.supported:
+            return await self._call(method, path, body, what=what, busy_retry=busy_retry)
+        loop = RetryLoop(self._policy, what, busy_retry=busy_retry)
+        route = (method, path, body)
+        while True:
+            try:
+                resp = await self._batcher.submit(op, route, loop.time_left())
+            except Unbatched:
+                return await self._call(method, path, body, what=what, busy_retry=busy_retry)
+            except RETRY_EXC as e:
+                await asyncio.sleep(loop.next(e))
+                continue
+            if resp.status_code < 400:
+                return resp.value if isinstance(resp, OpAnswer) else loads(resp.content)
+            await asyncio.sleep(loop.next(resp))
+
     async def health(self) -> dict[str, Any]:
         """``GET /healthz``: status, open episodes and capacity."""
         started = time.monotonic()
@@ -243,16 +275,18 @@ class AsyncEnvClient:
             busy_retry: wait and retry on 429/503; a pool turns this off to fail over
                 to another server at once.
         """
-        body = await self._call("POST", "/episodes", _create_body(env, seed, task_id, options),
-                                what=f"open {env}", busy_retry=busy_retry)
+        create = _create_body(env, seed, task_id, options)
+        body = await self._op({"op": "create", **create}, "POST", "/episodes", create,
+                              what=f"open {env}", busy_retry=busy_retry)
         return RemoteEpisode(self, body["episode_id"], env,
                              [Message.from_dict(m) for m in body["observation"]], body["info"])
 
     async def step(self, episode_id: str, action: Any, seq: int) -> StepResult:
         """Apply step ``seq`` (prefer :meth:`RemoteEpisode.step`, which counts for you)."""
-        body = await self._call("POST", f"/episodes/{episode_id}/step",
-                                {"action": encode_action(action), "seq": seq},
-                                what=f"step {seq} of {episode_id}")
+        req = {"action": encode_action(action), "seq": seq}
+        body = await self._op({"op": "step", "episode_id": episode_id, **req},
+                              "POST", f"/episodes/{episode_id}/step", req,
+                              what=f"step {seq} of {episode_id}")
         return _step_result(body)
 
     async def gold_action(self, episode_id: str) -> Message:
@@ -262,7 +296,8 @@ class AsyncEnvClient:
     async def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
         """Close an episode; with ``missing_ok`` an unknown id is not an error."""
         try:
-            await self._call("DELETE", f"/episodes/{episode_id}")
+            await self._op({"op": "close", "episode_id": episode_id}, "DELETE",
+                           f"/episodes/{episode_id}", None, what=f"close {episode_id}")
         except ServerError as exc:
             if not (missing_ok and exc.code == "episode_not_found"):
                 raise

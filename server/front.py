@@ -2,14 +2,15 @@
 
 Why it exists: a trivial step through FastAPI's full stack (error middleware,
 exception middleware, router, dependency solving, body parsing, endpoint wrapper)
-cost more CPU than everything else in the request together. The three routes every
-episode uses (open, step, close) are therefore answered here directly, from the ASGI
-scope: the body is validated once by the same pydantic models FastAPI uses (parsed
-from the raw bytes in pydantic-core, without a Python dict in between), the manager
-does the work, and its reply bytes are sent as they are. Every other route, and any
-hot-route request this layer does not fully understand (an unusual content type, a
-``root_path``), falls through to FastAPI, so the OpenAPI schema, the validation
-errors and the error codes stay those of the FastAPI app.
+cost more CPU than everything else in the request together. The routes every
+episode uses (open, step, close, and their batch) are therefore answered here
+directly, from the ASGI scope: the body is validated once by the same pydantic
+models FastAPI uses (parsed from the raw bytes in pydantic-core, without a Python
+dict in between), the manager does the work, and its reply bytes are sent as they
+are. Every other route, and any hot-route request this layer does not fully
+understand (an unusual content type, a ``root_path``), falls through to FastAPI, so
+the OpenAPI schema, the validation errors and the error codes stay those of the
+FastAPI app.
 
 Authentication and the body-size limit are checked here for every request, before a
 body byte is read.
@@ -20,65 +21,34 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import math
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
 from gymhub.errors import GymhubError
 
+from .batch import run_batch
 from .episodes import EpisodeManager
-from .errors import (
-    InvalidRequest,
-    PayloadTooLarge,
-    SeqConflict,
-    Unauthorized,
-    internal_error,
-    status_of,
-)
-from .metrics import Metrics
-from .wire import CreateEpisode, StepRequest, dumps
+from .errors import InvalidRequest, PayloadTooLarge, Unauthorized, internal_error
+from .replies import Headers, error_reply, readable
+from .wire import BatchRequest, CreateEpisode, StepRequest, dumps
 
-__all__ = ["Front", "error_reply", "readable"]
+__all__ = ["Front"]
 
 log = logging.getLogger("gymhub.server")
 
 M = TypeVar("M", bound=BaseModel)
 ASGICall = Callable[[Scope, Receive, Send], Awaitable[None]]
-Headers = list[tuple[bytes, bytes]]
 
+_BATCH = "/v1/batch"
 _EPISODES = "/v1/episodes"
 _PREFIX = "/v1/episodes/"
 _STEP = "/step"
 _JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8",
                          b"application/json;charset=utf-8"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-
-
-def error_reply(metrics: Metrics, exc: GymhubError) -> tuple[int, bytes, Headers]:
-    """Status, ``{"error": {...}}`` body and headers for an error; counts it once."""
-    status = status_of(exc)
-    metrics.errors.labels(exc.code).inc()
-    detail: dict[str, Any] = {"code": exc.code, "message": str(exc)}
-    if isinstance(exc, SeqConflict) and exc.expected is not None:
-        detail["expected_seq"] = exc.expected
-    headers: Headers = []
-    retry_after = getattr(exc, "retry_after", None)
-    if retry_after is not None:
-        headers.append((b"retry-after", str(max(1, math.ceil(retry_after))).encode()))
-    return status, dumps({"error": detail}), headers
-
-
-def readable(errors: list[Any], prefix: str = "") -> str:
-    """One line per problem: ``body.seq: Input should be greater than or equal to 1``."""
-    parts = []
-    for err in errors[:10]:
-        loc = (prefix, *err.get("loc", ())) if prefix else tuple(err.get("loc", ()))
-        where = ".".join(str(p) for p in loc)
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
 
 
 async def send_json(send: Send, status: int, body: bytes, headers: Headers | None = None) -> None:
@@ -166,6 +136,8 @@ class Front:
     def _route(self, method: str, path: str) -> tuple[Callable[[str, bytes], Awaitable[
             tuple[int, bytes]]], str] | None:
         if method == "POST":
+            if path == _BATCH:
+                return self._batch, ""
             if path == _EPISODES:
                 return self._create, ""
             if path.startswith(_PREFIX) and path.endswith(_STEP):
@@ -187,6 +159,9 @@ class Front:
     async def _step(self, episode_id: str, body: bytes) -> tuple[int, bytes]:
         req = _parse(StepRequest, body)
         return 200, await self.manager.step(episode_id, req.action, req.seq)
+
+    async def _batch(self, _episode_id: str, body: bytes) -> tuple[int, bytes]:
+        return 200, await run_batch(self.manager, _parse(BatchRequest, body))
 
     async def _close(self, episode_id: str, _body: bytes) -> tuple[int, bytes]:
         await self.manager.close(episode_id)

@@ -51,6 +51,8 @@ class Metrics:
         self.step_retries = Counter(
             "gymhub_step_replays", "Retried steps answered from the idempotency cache.",
             registry=r)
+        self.batch_ops = Counter(
+            "gymhub_batch_ops", "Operations received in POST /v1/batch requests.", registry=r)
         self._per_env: dict[str, tuple[Histogram, Counter]] = {}
 
     def for_env(self, env_id: str) -> tuple[Histogram, Counter]:

@@ -52,8 +52,27 @@ def creation_reply(env: TextEnv, episode_id: str, env_id: str, seed: int | None,
                    options: Mapping[str, Any] | None) -> bytes:
     """Reset in the worker thread and serialise the creation reply there."""
     obs, info = env.reset(seed=seed, options=dict(options) if options else None)
+    tools = info.pop("tools", None)
+    wire = jsonable(info)
+    if tools is not None:
+        wire["tools"] = _wire_tools(env, tools)
     return dumps({"episode_id": episode_id, "env": env_id,
-                  "observation": [m.to_dict() for m in obs], "info": jsonable(info)})
+                  "observation": [m.to_dict() for m in obs], "info": wire})
+
+
+def _wire_tools(env: TextEnv, tools: Any) -> Any:
+    """``jsonable(tools)``, remembered per instance while the schemas stay equal.
+
+    Tool schemas are the bulk of a creation reply and almost never change between an
+    instance's episodes; comparing them (in C) is several times cheaper than walking
+    them again in Python.
+    """
+    cached = env.__dict__.get("_gymhub_wire_tools")
+    if cached is not None and cached[0] == tools:
+        return cached[1]
+    wire = jsonable(tools)
+    env.__dict__["_gymhub_wire_tools"] = (tools, wire)
+    return wire
 
 
 def step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]:

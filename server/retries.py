@@ -60,6 +60,10 @@ class ClientConfig:
         max_connections: connections (and so concurrent requests) to this server.
         keepalive_s: idle seconds after which a connection is not reused (keep it
             below the server's keep-alive timeout; ``gymhub serve`` uses 30 s).
+        batch: send the opens, steps and closes that are ready in the same event-loop
+            turn as one ``POST /v1/batch`` (see :mod:`gymhub.server.coalesce`); the
+            async client only.
+        batch_max_ops: most operations in one batch.
     """
 
     base_url: str
@@ -71,6 +75,8 @@ class ClientConfig:
     max_backoff_s: float = 2.0
     max_connections: int = 256
     keepalive_s: float = 4.0
+    batch: bool = True
+    batch_max_ops: int = 256
 
     def headers(self) -> dict[str, str]:
         """Headers sent on every request."""

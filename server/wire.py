@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,12 @@ from gymhub.types import Message, Score
 from .jsonio import dumps, loads
 
 __all__ = [
+    "BatchClose",
+    "BatchCreate",
+    "BatchReply",
+    "BatchRequest",
+    "BatchResult",
+    "BatchStep",
     "CreateEpisode",
     "EnvInfo",
     "EnvList",
@@ -146,6 +152,59 @@ class EpisodeClosed(BaseModel):
 
     episode_id: str
     closed: bool
+
+
+#: Most operations one ``POST /v1/batch`` may carry.
+MAX_BATCH_OPS = 1024
+
+
+class BatchCreate(CreateEpisode):
+    """A batched ``POST /v1/episodes``."""
+
+    op: Literal["create"]
+
+
+class BatchStep(StepRequest):
+    """A batched ``POST /v1/episodes/{id}/step``."""
+
+    op: Literal["step"]
+    episode_id: str = Field(min_length=1, max_length=200)
+
+
+class BatchClose(BaseModel):
+    """A batched ``DELETE /v1/episodes/{id}``."""
+
+    model_config = _STRICT
+    op: Literal["close"]
+    episode_id: str = Field(min_length=1, max_length=200)
+
+
+class BatchRequest(BaseModel):
+    """``POST /v1/batch``: many episode operations in one request.
+
+    Each operation is answered exactly as its own request would be (same status, same
+    body, same idempotency: steps keep their ``seq``, creations their ``request_id``),
+    so a client may resend a whole batch after a transport failure. Operations run
+    concurrently; those on one episode apply in list order.
+    """
+
+    model_config = _STRICT
+    ops: list[Annotated[BatchCreate | BatchStep | BatchClose, Field(discriminator="op")]] = \
+        Field(min_length=1, max_length=MAX_BATCH_OPS)
+
+
+class BatchResult(BaseModel):
+    """One operation's answer: its HTTP status and the body its own request would get."""
+
+    status: int
+    body: dict[str, Any]
+    retry_after: int | None = Field(default=None, description="Seconds, on a 429 or 503.")
+
+
+class BatchReply(BaseModel):
+    """The answers, in the order of the operations."""
+
+    results: list[BatchResult]
 
 
 class EnvInfo(BaseModel):

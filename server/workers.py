@@ -6,6 +6,15 @@ number of threads, and each call has a deadline. A thread cannot be interrupted,
 when a call overruns, the caller gets :class:`~gymhub.server.errors.DeadlineExceeded`
 at once and the environment is closed as soon as the stuck call returns, which still
 releases its resources. In-flight calls are counted so that a drain can wait for them.
+
+Why not :class:`concurrent.futures.ThreadPoolExecutor`: for a trivial step the hop
+itself was the step's largest cost. Each executor call builds a future with its own
+condition variable and wakes the event loop through its self-pipe once per call; at
+hundreds of concurrent episodes the loop thread spent more time on those wake-ups
+(and on re-taking the GIL after each) than on the requests. Here a call is one small
+record on a :class:`queue.SimpleQueue`, and finished calls are handed back in bursts:
+a worker wakes the loop only when the list of finished calls was empty, and the loop
+settles everything on that list in one callback.
 """
 
 from __future__ import annotations
@@ -14,8 +23,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from .errors import DeadlineExceeded, ServerDraining
@@ -24,6 +34,8 @@ __all__ = ["Closable", "Workers", "close_quietly"]
 
 log = logging.getLogger("gymhub.server")
 T = TypeVar("T")
+
+_QUEUED, _RUNNING, _DONE, _DROPPED = range(4)
 
 
 class Closable(Protocol):
@@ -41,6 +53,20 @@ def close_quietly(env: Closable) -> None:
         log.exception("closing an environment failed")
 
 
+class _Call:
+    """One unit of work: its function, the loop future that waits for it, its state."""
+
+    __slots__ = ("after", "fn", "fut", "loop", "state")
+
+    def __init__(self, fn: Callable[[], Any], fut: asyncio.Future[Any] | None,
+                 loop: asyncio.AbstractEventLoop | None) -> None:
+        self.fn = fn
+        self.fut = fut
+        self.loop = loop
+        self.state = _QUEUED
+        self.after: list[Closable] = []  # closed by the worker once ``fn`` returns
+
+
 class Workers:
     """A fixed-size thread pool with per-call deadlines and in-flight accounting.
 
@@ -56,26 +82,35 @@ class Workers:
         self.inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._executor: ThreadPoolExecutor | None = None
+        self._queue: queue.SimpleQueue[_Call | None] | None = None
+        self._threads: list[threading.Thread] = []
+        self._mu = threading.Lock()  # guards call states and the finished list
+        # Finished calls not yet handed to their loop, per loop (one in practice).
+        self._finished: dict[asyncio.AbstractEventLoop, list[tuple[_Call, bool, Any]]] = {}
 
     @property
     def running(self) -> bool:
         """True between :meth:`start` and :meth:`shutdown`."""
-        return self._executor is not None
+        return self._queue is not None
 
     def start(self) -> None:
-        """Create the threads' pool (idempotent)."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="gymhub-env")
+        """Start the threads (idempotent).
+
+        They are daemon threads: a call stuck in environment code must not keep the
+        process alive after shutdown (the drain already waited for what could finish).
+        """
+        if self._queue is not None:
+            return
+        q: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._queue = q
+        self._threads = [threading.Thread(target=self._work, args=(q,), daemon=True,
+                                          name=f"gymhub-env_{i}") for i in range(self.size)]
+        for t in self._threads:
+            t.start()
 
     async def run(self, fn: Callable[[], T], *, on_timeout: Closable | None = None,
                   on_cancel: Closable | None = None) -> T:
         """Run ``fn`` in the pool under the deadline.
-
-        The hop is built from the cheapest parts asyncio has: one loop future, one
-        thread-safe callback when the work finishes and one timer for the deadline
-        (``wait_for`` + ``shield`` + ``wrap_future`` cost three futures and a task per
-        call, which for a trivial step was more than the step itself).
 
         Args:
             fn: the blocking work.
@@ -89,31 +124,25 @@ class Workers:
             DeadlineExceeded: the call did not finish in time.
             ServerDraining: the pool was shut down before the call started.
         """
-        if self._executor is None:
+        if self._queue is None:
             self.start()
-        assert self._executor is not None
+        assert self._queue is not None
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        cfut = self._executor.submit(fn)
-        cfut.add_done_callback(functools.partial(_post, loop, fut))
+        call = _Call(fn, fut, loop)
+        self._queue.put(call)
         timer = loop.call_later(self.timeout_s, _expire, fut)
         self.inflight += 1
         self._idle.clear()
         try:
             return await fut
         except DeadlineExceeded:
-            cfut.cancel()
-            if on_timeout is not None:
-                target = on_timeout
-                cfut.add_done_callback(lambda _f: close_quietly(target))
+            self._drop(call, on_timeout)
             raise DeadlineExceeded(
                 f"the environment did not answer within {self.timeout_s:g} s; "
                 "the episode was closed") from None
         except asyncio.CancelledError:
-            cfut.cancel()  # nobody waits for it: do not start it
-            if on_cancel is not None:
-                owned = on_cancel
-                cfut.add_done_callback(lambda _f: close_quietly(owned))
+            self._drop(call, on_cancel)  # nobody waits for it: do not start it
             raise
         finally:
             timer.cancel()
@@ -121,15 +150,30 @@ class Workers:
             if self.inflight == 0:
                 self._idle.set()
 
-    def close_later(self, env: Closable) -> None:
-        """Close ``env`` in the pool (or right here once the pool is gone)."""
-        if self._executor is not None:
+    def close_later(self, env: Closable, *, then: Callable[[], None] | None = None) -> None:
+        """Close ``env`` in the pool (or right here once the pool is gone).
+
+        Args:
+            env: what to close.
+            then: called on the running event loop once ``env`` closed without an
+                error (the server hands a closed environment back for reuse this way).
+        """
+        loop = asyncio.get_running_loop() if then is not None else None
+
+        def close() -> None:
             try:
-                self._executor.submit(close_quietly, env)
+                env.close()
+            except Exception:
+                log.exception("closing an environment failed")
                 return
-            except RuntimeError:  # shut down meanwhile
-                pass
-        close_quietly(env)
+            if loop is not None and then is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is gone: drop it
+                    loop.call_soon_threadsafe(then)
+
+        if self._queue is not None:
+            self._queue.put(_Call(close, None, None))
+            return
+        close()
 
     async def wait_idle(self, timeout_s: float) -> None:
         """Wait until no call is in flight, at most ``timeout_s``."""
@@ -138,43 +182,112 @@ class Workers:
 
     async def close_all(self, envs: list[Closable]) -> None:
         """Close many environments concurrently in the pool."""
-        if self._executor is None:
+        if self._queue is None:
             for env in envs:
                 close_quietly(env)
             return
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._executor, close_quietly, e)
-                               for e in envs))
+        futs: list[asyncio.Future[Any]] = []
+        for env in envs:
+            fut: asyncio.Future[Any] = loop.create_future()
+            self._queue.put(_Call(functools.partial(close_quietly, env), fut, loop))
+            futs.append(fut)
+        await asyncio.gather(*futs, return_exceptions=True)
 
     def shutdown(self) -> None:
-        """Stop the threads; queued work is cancelled, running work finishes on its own."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        """Stop the threads; queued work is refused, running work finishes on its own."""
+        q, self._queue = self._queue, None
+        if q is None:
+            return
+        while True:
+            try:
+                call = q.get_nowait()
+            except queue.Empty:
+                break
+            if call is None:
+                continue
+            with self._mu:
+                queued = call.state == _QUEUED
+                call.state = _DROPPED
+            if queued and call.fut is not None and call.loop is not None:
+                # A typed, retryable 503 for the caller; cancelling its future would
+                # cancel the request's task and drop the connection instead.
+                _post_one(call.loop, call.fut, False,
+                          ServerDraining("the server shut down before this call ran"))
+        for _ in self._threads:
+            q.put(None)
+        self._threads = []
+
+    # ----------------------------------------------------------------- internals
+    def _drop(self, call: _Call, owned: Closable | None) -> None:
+        """The caller gave up on ``call``: skip it if queued; close ``owned`` after it."""
+        with self._mu:
+            state = call.state
+            if state == _QUEUED:
+                call.state = _DROPPED
+            elif state == _RUNNING and owned is not None:
+                call.after.append(owned)
+                return
+        if owned is not None:
+            close_quietly(owned)
+
+    def _work(self, q: queue.SimpleQueue[_Call | None]) -> None:
+        while True:
+            call = q.get()
+            if call is None:
+                return
+            with self._mu:
+                if call.state != _QUEUED:
+                    continue
+                call.state = _RUNNING
+            try:
+                value, ok = call.fn(), True
+            except BaseException as exc:  # handed to the awaiting caller, like a future
+                value, ok = exc, False
+            with self._mu:
+                call.state = _DONE
+                after, call.after = call.after, []
+            for owned in after:
+                close_quietly(owned)
+            if call.fut is not None and call.loop is not None:
+                self._hand_back(call, ok, value)
+
+    def _hand_back(self, call: _Call, ok: bool, value: Any) -> None:
+        """In a worker: queue the outcome; wake the loop only if nothing was queued."""
+        loop = call.loop
+        assert loop is not None
+        with self._mu:
+            batch = self._finished.setdefault(loop, [])
+            batch.append((call, ok, value))
+            first = len(batch) == 1
+        if first:
+            try:
+                loop.call_soon_threadsafe(self._settle, loop)
+            except RuntimeError:  # the loop closed while the call ran: nobody waits
+                with self._mu:
+                    self._finished.pop(loop, None)
+
+    def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: copy every finished call's outcome into its future."""
+        with self._mu:
+            done = self._finished.pop(loop, [])
+        for call, ok, value in done:
+            _set(call.fut, ok, value)
 
 
-def _post(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[T], done: Future[T]) -> None:
-    """In the worker thread: hand the outcome to the loop (unless the loop is gone)."""
-    with contextlib.suppress(RuntimeError):  # the loop closed while a stuck call ran
-        loop.call_soon_threadsafe(_settle, fut, done)
+def _post_one(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any] | None, ok: bool,
+              value: Any) -> None:
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_set, fut, ok, value)
 
 
-def _settle(fut: asyncio.Future[T], done: Future[T]) -> None:
-    """Copy a finished pool call's outcome into the loop's future (on the loop)."""
-    if fut.done():  # the deadline passed, or the awaiting request was cancelled
+def _set(fut: asyncio.Future[Any] | None, ok: bool, value: Any) -> None:
+    if fut is None or fut.done():  # the deadline passed, or the caller was cancelled
         return
-    if done.cancelled():
-        # Only shutdown(cancel_futures=True) cancels a queued call (a cancelled caller
-        # settled ``fut`` first). Cancelling ``fut`` would cancel the request's task, and
-        # a CancelledError gets past every ``except Exception``: the client would see a
-        # dropped connection instead of a typed, retryable 503.
-        fut.set_exception(ServerDraining("the server shut down before this call ran"))
-        return
-    exc = done.exception()
-    if exc is not None:
-        fut.set_exception(exc)
+    if ok:
+        fut.set_result(value)
     else:
-        fut.set_result(done.result())
+        fut.set_exception(value)
 
 
 def _expire(fut: asyncio.Future[Any]) -> None:

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from gymhub.server.cli import build_parser, main
 
@@ -83,3 +84,9 @@ def test_serve_passes_env_args_to_the_constructor():
         proc.terminate()
         proc.wait(timeout=30)
         proc.stdout.close()
+
+
+@pytest.mark.parametrize("value", ["abc", "1,2,3,4", "-5"])
+def test_bad_gc_threshold_exits_2(value: str, capsys: Any) -> None:
+    assert main(["echo-v0", "--gc-threshold", value]) == 2
+    assert "--gc-threshold" in capsys.readouterr().err

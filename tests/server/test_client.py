@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -89,6 +90,33 @@ def test_retried_step_reuses_seq() -> None:
 
     run(body)
     assert seqs == [5, 5]
+
+
+def test_retried_batch_resends_every_step_with_its_seq() -> None:
+    batches: list[list[tuple[str, int]]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content)
+        if request.url.path != "/v1/batch":  # a retry leaves alone after its own backoff
+            batches.append([(request.url.path.split("/")[3], sent["seq"])])
+            return httpx.Response(200, json=STEP_OK)
+        batches.append([(op["episode_id"], op["seq"]) for op in sent["ops"]])
+        if len(batches) == 1:
+            raise httpx.ReadError("connection reset", request=request)
+        return httpx.Response(200, json={"results": [{"status": 200, "body": STEP_OK}
+                                                     for _ in sent["ops"]]})
+
+    async def body() -> None:
+        async with AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
+                                  **FAST) as client:
+            results = await asyncio.gather(
+                client.step("e1", {"role": "assistant", "content": "x"}, 5),
+                client.step("e2", {"role": "assistant", "content": "y"}, 2))
+            assert all(r.observation == [Message(role="user", content="ok")] for r in results)
+
+    run(body)
+    assert batches[0] == [("e1", 5), ("e2", 2)]
+    assert sorted(op for b in batches[1:] for op in b) == [("e1", 5), ("e2", 2)]
 
 
 def test_unreachable_server_is_a_typed_error_within_the_timeout() -> None:

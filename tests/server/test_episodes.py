@@ -100,3 +100,25 @@ def test_idle_env_ttl_must_be_positive() -> None:
 async def _open_app(**kwargs: Any) -> None:
     async with served(**kwargs):
         pass
+
+
+def test_an_episode_closed_early_frees_its_env_and_the_instance_is_reused() -> None:
+    async def body() -> None:
+        reg = Registry()
+        reg.register("closes-v0", Closes, max_turns=4)
+        Closes.closed = 0
+        async with served(["closes-v0"], registry=reg) as (app, client, _raw):
+            manager = app.state.manager
+            ep = await client.open("closes-v0", seed=0)
+            first = manager.episodes[ep.id].env
+            await ep.close()  # mid-episode: its resources must go now, not at reuse
+            for _ in range(100):
+                if Closes.closed == 1 and len(manager.recycler) == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert Closes.closed == 1 and first.done
+            again = await client.open("closes-v0", seed=1)
+            assert manager.episodes[again.id].env is first  # reset, not rebuilt
+            assert not first.done
+
+    run(body)

@@ -74,11 +74,14 @@ def _train_ids() -> list[int]:
     return [int(t.split("-")[1]) for _, t in train]
 
 
-def _warm_policy(tokenizer, task_ids: list[int], steps: int = 120):
+def _warm_policy(tokenizer, task_ids: list[int], max_steps: int = 300):
     """A tiny LoRA policy, pre-trained a little on gold answers so groups have variance.
 
     A randomly initialised model never submits the right word, every return is 0 and
-    GRPO has nothing to learn from; a short warm-up makes some samples right.
+    GRPO has nothing to learn from; a fully trained one always does, and every
+    advantage is 0 again. The warm-up therefore stops once the whole gold answer has
+    about even odds under sampling (a fixed step count was right for one library
+    version and wrong for the next).
     """
     torch.manual_seed(0)
     model = build_model(len(tokenizer))
@@ -98,7 +101,8 @@ def _warm_policy(tokenizer, task_ids: list[int], steps: int = 120):
         rows.append((prompt, [*answer, renderer.end_of_turn_id]))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model.train()
-    for _ in range(steps):
+    answer_tokens = sum(len(a) for _, a in rows) / len(rows)
+    for _ in range(max_steps):
         batch = rows
         width = max(len(p) + len(a) for p, a in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
@@ -107,6 +111,8 @@ def _warm_policy(tokenizer, task_ids: list[int], steps: int = 120):
             ids[r, : len(p) + len(a)] = torch.tensor(p + a)
             labels[r, len(p) : len(p) + len(a)] = torch.tensor(a)
         loss = model(input_ids=ids, labels=labels).loss
+        if math.exp(-loss.item() * answer_tokens) > 0.5:  # P(whole answer) ~ even odds
+            break
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -1,0 +1,213 @@
+"""The client side of ``POST /v1/batch``: operations ready together travel together.
+
+A learner drives hundreds of episodes from one event loop. Their steps become ready
+in bursts (a generation round finishes, a batch of replies arrives and every waiting
+episode answers at once), so the operations submitted during one turn of the event
+loop are sent as one request at the start of the next turn. Nothing waits for a
+batch to fill: a lone episode's step leaves on the very next turn, so batching costs
+a single episode nothing measurable and saves a crowd nearly all of its per-request
+cost (see ``benchmarks/bench_server.py``).
+
+Every operation keeps its own contract: the caller's retry loop
+(:class:`~gymhub.server.retries.RetryLoop`) sees an :class:`OpAnswer` with the
+operation's own status and ``Retry-After``, so a 429 on one creation is retried
+without resending the others, and a failed request (transport error, 413, 503) is
+the answer of each of its operations, each of which decides for itself whether to
+resend (steps keep ``seq``, creations their ``request_id``, so a resent one is never
+applied twice).
+
+Known trade-off: a batch's reply arrives when its slowest operation finishes, so a
+fast step that shares a batch with a slow sandbox step waits for it. A learner
+steps its episodes in rounds anyway; ``ClientConfig(batch=False)`` turns this off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .jsonio import dumps, dumps_lenient, loads
+from .retries import Answer
+
+__all__ = ["Coalescer", "OpAnswer", "Unbatched"]
+
+#: An operation larger than this goes in a batch of its own, so that a 413 for an
+#: oversized action is its own answer and not that of every operation beside it.
+ALONE_BYTES = 64 * 1024
+#: Largest batch body the client builds (a server accepts 1 MiB by default).
+MAX_BATCH_BYTES = 512 * 1024
+
+Sender = Callable[[bytes, float], Awaitable[Answer]]
+#: Sends one operation on its own route: (method, path, body, timeout) -> answer; the
+#: body is the operation's own (not yet encoded) request body, or ``None``.
+OneSender = Callable[[str, str, Any, float], Awaitable[Answer]]
+
+
+class Unbatched(Exception):
+    """The server has no batch endpoint (an older gymhub): send the operation alone."""
+
+
+@dataclass
+class OpAnswer:
+    """One operation's answer, shaped like a response for the retry loop.
+
+    ``value`` is the parsed body; ``content`` is built only when asked (errors).
+    """
+
+    status_code: int
+    value: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def content(self) -> bytes:
+        """The body as bytes, for error decoding."""
+        return dumps(self.value)
+
+
+@dataclass
+class _Pending:
+    op: bytes
+    timeout: float
+    future: asyncio.Future[Answer]
+    route: tuple[str, str, Any]  # method, path, body of its own request
+
+
+class Coalescer:
+    """Collects operations during one loop turn and sends them as one batch.
+
+    A turn with a single operation sends it on its own route instead: it saves the
+    batch's wrapping on both sides when an episode runs alone.
+
+    Args:
+        send: sends one batch body with a timeout and returns the HTTP answer.
+        send_one: sends one operation on its own route.
+        max_ops: most operations in one batch (the server accepts up to 1024).
+    """
+
+    def __init__(self, send: Sender, send_one: OneSender, *, max_ops: int = 256) -> None:
+        self._send = send
+        self._send_one = send_one
+        self.max_ops = max_ops
+        self.supported = True
+        self._pending: list[_Pending] = []
+        self._scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, op: Mapping[str, Any], route: tuple[str, str, Any],
+                     timeout: float) -> Answer:
+        """Send ``op`` with the next batch (or alone on ``route``); its own answer.
+
+        Raises:
+            Unbatched: the server has no batch endpoint.
+            httpx.TransportError: the batch request failed in transport.
+        """
+        if not self.supported:
+            raise Unbatched
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Answer] = loop.create_future()
+        self._pending.append(_Pending(dumps_lenient(op), timeout, future, route))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, []
+        if len(pending) == 1:
+            self._start_one(pending[0])
+            return
+        batch: list[_Pending] = []
+        size = 0
+        for item in pending:
+            if item.future.done():  # its caller was cancelled meanwhile
+                continue
+            if len(item.op) > ALONE_BYTES:
+                self._start([item])
+                continue
+            if batch and (len(batch) >= self.max_ops or size + len(item.op) > MAX_BATCH_BYTES):
+                self._start(batch)
+                batch, size = [], 0
+            batch.append(item)
+            size += len(item.op) + 1
+        if batch:
+            self._start(batch)
+
+    def _start(self, batch: list[_Pending]) -> None:
+        task = asyncio.get_running_loop().create_task(self._exchange(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _start_one(self, item: _Pending) -> None:
+        task = asyncio.get_running_loop().create_task(self._exchange_one(item))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _exchange_one(self, item: _Pending) -> None:
+        if item.future.done():
+            return
+        method, path, content = item.route
+        try:
+            answer = await self._send_one(method, path, content, item.timeout)
+        except Exception as exc:
+            _settle_all([item], exc)
+            return
+        except BaseException:
+            item.future.cancel()
+            raise
+        if not item.future.done():
+            item.future.set_result(answer)
+
+    async def _exchange(self, batch: list[_Pending]) -> None:
+        body = b'{"ops":[' + b",".join(p.op for p in batch) + b"]}"
+        try:
+            answer = await self._send(body, min(p.timeout for p in batch))
+        except Exception as exc:  # each caller decides what a failure means for it
+            _settle_all(batch, exc)
+            return
+        except BaseException:
+            for p in batch:
+                p.future.cancel()
+            raise
+        if answer.status_code in (404, 405):
+            self.supported = False
+            _settle_all(batch, Unbatched())
+            return
+        if answer.status_code != 200:
+            for p in batch:  # the request's answer is each operation's answer
+                if not p.future.done():
+                    p.future.set_result(answer)
+            return
+        try:
+            results = loads(answer.content)["results"]
+            if len(results) != len(batch):
+                raise ValueError(f"{len(results)} answers for {len(batch)} operations")
+        except (ValueError, KeyError, TypeError) as exc:
+            # Resending is safe (seq, request_id), so this is a retryable transport fault.
+            _settle_all(batch, httpx.RemoteProtocolError(f"malformed batch reply: {exc}"))
+            return
+        for p, r in zip(batch, results, strict=True):
+            if p.future.done():
+                continue
+            after = r.get("retry_after")
+            headers = {"retry-after": str(after)} if after is not None else {}
+            try:
+                p.future.set_result(OpAnswer(int(r["status"]), r["body"], headers))
+            except (KeyError, TypeError, ValueError) as exc:
+                p.future.set_exception(httpx.RemoteProtocolError(
+                    f"malformed batch answer: {exc}"))
+
+    async def aclose(self) -> None:
+        """Wait for batches in flight (their callers are waiting for them anyway)."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _settle_all(batch: list[_Pending], exc: Exception) -> None:
+    for p in batch:
+        if not p.future.done():
+            p.future.set_exception(exc)
