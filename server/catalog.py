@@ -35,8 +35,12 @@ class Catalog:
     def __contains__(self, env_id: object) -> bool:
         return env_id in self._probes
 
-    def add(self, spec: EnvSpec, env: TextEnv) -> None:
-        """Keep ``env`` as the probe of ``spec.id`` and describe it for listings."""
+    def add(self, spec: EnvSpec, env: TextEnv, args: dict[str, Any] | None = None) -> None:
+        """Keep ``env`` as the probe of ``spec.id`` and describe it for listings.
+
+        ``args`` are the constructor arguments the server passes (``--env-arg``): listed
+        so that a learner can check it trains on the environment it configured.
+        """
         self._probes[spec.id] = (env, threading.Lock())
         verifier_id = getattr(getattr(env, "verifier", None), "id", "")
         self._infos.append({
@@ -44,6 +48,7 @@ class Catalog:
             "verifier_id": verifier_id if isinstance(verifier_id, str) else "",
             "tags": list(spec.tags), "max_turns": getattr(env, "max_turns", spec.max_turns),
             "task_count": len(env.tasks), "tools": [t.to_dict() for t in env.tool_specs()],
+            "env_args": jsonable(dict(args or {})),
         })
 
     def clear(self) -> None:

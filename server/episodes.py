@@ -159,7 +159,7 @@ class EpisodeManager:
         for env_id in self.specs:
             if env_id not in self.catalog:
                 probe = await self.pool.run(functools.partial(self._build, env_id))
-                self.catalog.add(self.specs[env_id], probe)
+                self.catalog.add(self.specs[env_id], probe, self.env_kwargs.get(env_id))
         if self._reaper is None:  # also drops finished episodes' records
             self._reaper = asyncio.create_task(self._reap_loop())
 
@@ -170,7 +170,8 @@ class EpisodeManager:
                                      retry_after=self.retry_after_s)
             for env_id in self.specs:
                 if env_id not in self.catalog:
-                    self.catalog.add(self.specs[env_id], self._build(env_id))
+                    self.catalog.add(self.specs[env_id], self._build(env_id),
+                                     self.env_kwargs.get(env_id))
             self.pool.start()
             if self._reaper is None:
                 self._reaper = asyncio.get_running_loop().create_task(self._reap_loop())

@@ -218,6 +218,9 @@ class EnvInfo(BaseModel):
     max_turns: int | None
     task_count: int
     tools: list[dict[str, Any]]
+    env_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Constructor arguments the server passes (gymhub serve --env-arg).")
 
 
 class EnvList(BaseModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -127,6 +128,9 @@ class InProcessBackend:
         return len(self._episodes)
 
 
+_UNSET = object()
+
+
 class RemoteBackend:
     """Episodes on environment servers, through :class:`gymhub.server.pool.EnvPool`.
 
@@ -193,6 +197,38 @@ class RemoteBackend:
         episode = self._episodes.pop(episode_id, None)
         if episode is not None:
             await episode.close()
+
+    async def check(self, env_ids: Sequence[str], env_args: Mapping[str, Any]) -> None:
+        """Fail before training if a server lacks an environment or runs it differently.
+
+        A learner configured with ``show_schema = true`` against a server started
+        without it would train on prompts nobody intended, and nothing would say so.
+
+        Raises:
+            ConfigError: an environment is not served by every server, or a server's
+                constructor arguments (``gymhub serve --env-arg``) differ from
+                ``env_args``.
+        """
+        from gymhub.errors import ConfigError
+
+        problems = []
+        for url, client in zip(self.urls, self._current().clients, strict=True):
+            served = {e["id"]: e for e in await client.list_envs()}
+            for env_id in env_ids:
+                info = served.get(env_id)
+                if info is None:
+                    problems.append(f"{url} does not serve {env_id} (it serves "
+                                    f"{', '.join(sorted(served)) or 'nothing'})")
+                    continue
+                theirs = info.get("env_args") or {}
+                wrong = {k: v for k, v in env_args.items() if theirs.get(k, _UNSET) != v}
+                if wrong:
+                    problems.append(f"{url} runs {env_id} with {theirs}, but the config asks "
+                                    f"for {dict(env_args)} (start it with "
+                                    + " ".join(f"--env-arg {k}={json.dumps(v)}"
+                                               for k, v in wrong.items()) + ")")
+        if problems:
+            raise ConfigError("; ".join(problems))
 
     async def tasks(self, env_id: str) -> list[dict[str, Any]]:
         """``{"id", "meta"}`` of every task of ``env_id`` (from the first server; cached)."""

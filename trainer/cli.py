@@ -39,16 +39,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = a.partition("=")[2]
                 del args[i]
                 break
+    notes: list[str] = []
     try:
-        cfg = load_config(path, args)
+        cfg = load_config(path, args, notes=notes)
         if not cfg.model:
             raise ConfigError("model is not set: give a local model directory (--model PATH)")
     except ConfigError as exc:
         print(f"gymhub train: {exc}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"gymhub train: {note}", file=sys.stderr)
     from .loop import GRPOTrainer
 
-    trainer = GRPOTrainer(cfg)
+    try:
+        trainer = GRPOTrainer(cfg)
+    except ConfigError as exc:  # e.g. a server that runs the environment differently
+        print(f"gymhub train: {exc}", file=sys.stderr)
+        return 2
     history = trainer.train()
     last = history[-1] if history else {}
     print(

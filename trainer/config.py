@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from gymhub.errors import ConfigError
 
-__all__ = ["GRPOConfig", "describe", "load_config", "parse_overrides"]
+__all__ = ["FOREIGN_TABLES", "GRPOConfig", "describe", "load_config", "parse_overrides"]
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -65,6 +65,15 @@ class GRPOConfig:
     env_urls: list[str] = field(
         default_factory=list,
         metadata={"doc": "Environment server URLs; empty runs the environments in-process."},
+    )
+    env_args: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Constructor arguments of every environment (TOML table [env]), e.g. "
+            "show_schema = true. In-process they go to gymhub.envs.make; against servers "
+            "(env_urls) they belong to `gymhub serve --env-arg`, and a server that does "
+            "not run with them is an error at start."
+        },
     )
     tool_parser: Literal["hermes", "json", "tags"] = _f(
         "hermes", "How tool calls are read from the model's text (see trainer.parsers)."
@@ -337,7 +346,10 @@ def _check_type(name: str, value: Any, tp: Any) -> Any:
             raise bad
         return list(value)
     if origin is dict:
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        if not isinstance(value, dict):
+            raise bad
+        if typing.get_args(inner)[1] is str and not all(isinstance(v, str)
+                                                        for v in value.values()):
             raise bad
         return {str(k): v for k, v in value.items()}
     raise bad  # pragma: no cover - every field type is handled above
@@ -389,8 +401,18 @@ def _coerce(name: str, raw: str, tp: Any) -> Any:
         pairs = [p.partition("=") for p in text.split(",") if p.strip()]
         if not all(sep for _, sep, _ in pairs):
             raise err
-        return {k.strip(): v.strip() for k, _, v in pairs}
+        if typing.get_args(inner)[1] is str:
+            return {k.strip(): v.strip() for k, _, v in pairs}
+        return {k.strip(): _json_or_text(v.strip()) for k, _, v in pairs}
     raise err  # pragma: no cover
+
+
+def _json_or_text(text: str) -> Any:
+    """``true`` -> True, ``3`` -> 3, ``"a"`` -> "a"; anything that is not JSON stays text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
@@ -424,8 +446,20 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> GRPOConfig:
-    """Read a TOML file (flat keys) and apply command-line overrides.
+#: TOML tables and the field each one fills.
+_TABLES = {"env": "env_args"}
+#: Tables other programs read from the same file; ``gymhub train`` leaves them alone.
+FOREIGN_TABLES = {"demo": "read by `python -m gymhub.trainer.demo` (its warm-up) only"}
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *,
+                notes: list[str] | None = None) -> GRPOConfig:
+    """Read a TOML file (flat keys, plus an ``[env]`` table) and apply command-line overrides.
+
+    Args:
+        path: the TOML file, or ``None`` for defaults and overrides only.
+        overrides: ``--key value`` / ``--key=value`` items.
+        notes: receives one line per table of :data:`FOREIGN_TABLES` that was skipped.
 
     Raises:
         ConfigError: the file is missing or not TOML, or any key or value is invalid.
@@ -439,6 +473,14 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             raise ConfigError(f"config file {str(p)!r} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    for table, why in FOREIGN_TABLES.items():
+        if isinstance(data.get(table), dict):
+            del data[table]
+            if notes is not None:
+                notes.append(f"[{table}] skipped: {why}")
+    for table, name in _TABLES.items():
+        if isinstance(data.get(table), dict):
+            data[name] = data.pop(table)
     merged = {_resolve_key(k): v for k, v in data.items()}
     merged.update(parse_overrides(overrides))
     return GRPOConfig.from_dict(merged)

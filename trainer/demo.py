@@ -159,13 +159,12 @@ def warmup(trainer: Any, *, steps: int, batch: int, lr: float, log: Any = print)
 
 
 def _load(path: Path, overrides: Sequence[str]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    from .config import GRPOConfig, parse_overrides
+    """The training config (``gymhub train`` reads the same file) and the demo's table."""
+    from .config import load_config
 
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    env_kwargs = dict(data.pop("env", {}))
-    demo = dict(data.pop("demo", {}))
-    data.update(parse_overrides(overrides))
-    return GRPOConfig.from_dict(data), env_kwargs, demo
+    cfg = load_config(path, overrides)
+    demo = dict(tomllib.loads(path.read_text(encoding="utf-8")).get("demo", {}))
+    return cfg, dict(cfg.env_args), demo
 
 
 def _fmt(r: Any) -> str:

@@ -72,12 +72,16 @@ class GRPOTrainer:
         self.cfg = cfg
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
+        if backend is None:
+            backend = (RemoteBackend(cfg.env_urls) if cfg.env_urls else
+                       InProcessBackend({env_id: cfg.env_args for env_id in cfg.env_ids}))
+        self.backend = backend
+        if isinstance(backend, RemoteBackend):  # a wrong server fails before the model loads
+            remote = backend
+            self._run(lambda: remote.check(cfg.env_ids, cfg.env_args))
         if model is None:
             model, tokenizer = load_policy(cfg)
         self.model, self.tokenizer = model, tokenizer
-        if backend is None:
-            backend = RemoteBackend(cfg.env_urls) if cfg.env_urls else InProcessBackend()
-        self.backend = backend
         self.engine = engine or make_engine(cfg, model, tokenizer)
         self.renderer = ChatRenderer(tokenizer)
         self.parser = make_parser(cfg.tool_parser, cfg.tag_tools)

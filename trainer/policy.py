@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from gymhub.errors import ConfigError
+
 from .config import GRPOConfig
 from .engines.base import Engine
 
@@ -17,13 +19,25 @@ __all__ = ["apply_lora", "load_policy", "lr_lambda", "make_engine"]
 
 
 def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
-    """Load the model and tokenizer from local directories, and wrap LoRA if asked."""
+    """Load the model and tokenizer from local directories, and wrap LoRA if asked.
+
+    Only local directories: a name that is not one would otherwise send transformers
+    to the model hub (retrying for half a minute without network) instead of failing.
+
+    Raises:
+        ConfigError: ``model`` (or ``tokenizer``) is not a model directory.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
+    for key, path in (("model", cfg.model), ("tokenizer", cfg.tokenizer)):
+        if path is not None and not (Path(path) / "config.json").is_file() and not (
+                key == "tokenizer" and Path(path).is_dir()):
+            raise ConfigError(f"{key} {path!r} is not a local model directory (no "
+                              "config.json); gymhub loads models from files only")
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model, local_files_only=True)
     dtype = torch.bfloat16 if cfg.bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype, local_files_only=True)
     if cfg.finetune == "lora":
         model = apply_lora(
             model,

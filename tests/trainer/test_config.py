@@ -90,3 +90,30 @@ def test_validation():
     with pytest.raises(ConfigError, match="engine_url"):
         GRPOConfig(engine="vllm-server")
     assert GRPOConfig().to_dict()["loss_type"] == "dapo"
+
+
+def test_env_table_and_foreign_tables(tmp_path):
+    p = tmp_path / "run.toml"
+    p.write_text('env_ids = ["sql-v0"]\n[env]\nshow_schema = true\nmax_turns = 1\n'
+                 '[demo]\nwarmup_steps = 8\n')
+    notes: list[str] = []
+    cfg = load_config(p, ["--env-args", "show_schema=false,db=\"retail\""], notes=notes)
+    assert cfg.env_args == {"show_schema": False, "db": "retail"}
+    assert notes == ["[demo] skipped: read by `python -m gymhub.trainer.demo` (its warm-up) only"]
+    assert load_config(p).env_args == {"show_schema": True, "max_turns": 1}
+    p.write_text("[bogus]\nx = 1\n")
+    with pytest.raises(ConfigError, match="unknown config key 'bogus'"):
+        load_config(p)
+
+
+def test_the_demo_config_loads_for_gymhub_train():
+    cfg = load_config("examples/sql_demo.toml")
+    assert cfg.env_ids == ["sql-v0"] and cfg.env_args == {"show_schema": True, "max_turns": 1}
+
+
+def test_a_model_name_that_is_not_a_directory_fails_without_the_network(tmp_path):
+    from gymhub.trainer.policy import load_policy
+
+    for model in ("HuggingFaceTB/SmolLM2-135M-Instruct", str(tmp_path)):
+        with pytest.raises(ConfigError, match="not a local model directory"):
+            load_policy(GRPOConfig(model=model))

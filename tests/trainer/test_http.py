@@ -187,3 +187,35 @@ async def _ids(backend):
         return await backend.task_ids("echo-v0")
     finally:
         await backend.aclose()
+
+
+def test_a_server_running_the_env_differently_is_refused_before_training(echo_url):
+    import asyncio
+
+    from gymhub.errors import ConfigError
+
+    backend = RemoteBackend([echo_url])
+
+    async def check(env_ids, env_args):
+        try:
+            await backend.check(env_ids, env_args)
+        finally:
+            await backend.aclose()
+
+    asyncio.run(check(["echo-v0"], {}))  # the server runs echo-v0 with no arguments
+    with pytest.raises(ConfigError, match=r"--env-arg n_tasks=10"):
+        asyncio.run(check(["echo-v0"], {"n_tasks": 10}))
+    with pytest.raises(ConfigError, match="does not serve sql-v1"):
+        asyncio.run(check(["sql-v1"], {}))
+
+
+def test_gymhub_train_reads_the_demo_config_and_checks_the_server(echo_url, capsys):
+    from gymhub.trainer.cli import main
+
+    # The demo's file asks for sql-v0 with show_schema; this server runs echo-v0 only,
+    # so training must stop before it starts, saying why (and that [demo] was skipped).
+    code = main(["--config", "examples/sql_demo.toml", "--model", "tiny",
+                 "--env-urls", echo_url])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "[demo] skipped" in err and "does not serve sql-v0" in err
