@@ -2,6 +2,7 @@
 
 Run:  python benchmarks/bench_server.py [--levels 1,64,512,2048] [--seconds 3]
       python benchmarks/bench_server.py --soak 30        # not for CI
+      python benchmarks/bench_server.py --every-env 2000 # every built-in env, crowded
 
 Everything runs on this machine in the same run, so only ratios are comparable:
 
@@ -119,8 +120,8 @@ def in_process(concurrency: int, seconds: float) -> Run:
 
 # -------------------------------------------------------------------- server
 class Server:
-    def __init__(self, *args: str) -> None:
-        cmd = [sys.executable, "-m", "gymhub.server.cli", "echo-v0", "--port", "0", *args]
+    def __init__(self, *args: str, env_id: str = "echo-v0") -> None:
+        cmd = [sys.executable, "-m", "gymhub.server.cli", env_id, "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -474,6 +475,64 @@ def hold_report(held: int) -> None:
           f"{per_ep_local:.1f} KiB (ratio {per_ep_server / per_ep_local:.2f})")
 
 
+async def gold_crowd(url: str, env_id: str, n: int) -> dict[str, float]:
+    """``n`` episodes of ``env_id`` open at once, each played to the end by the gold policy."""
+    scores: list[float] = []
+    errors = 0
+    peak = 0
+    async with AsyncEnvClient(url, max_connections=256, timeout=600) as client:
+        opened = asyncio.Event()
+        count = 0
+
+        async def one(k: int) -> None:
+            nonlocal errors, count, peak
+            try:
+                ep = await client.open(env_id, seed=k)
+                count += 1
+                if count == n:
+                    peak = (await client.health())["episodes_open"]
+                    opened.set()
+                await opened.wait()  # every episode is open before any step
+                result = None
+                while not ep.done:
+                    result = await ep.step(await ep.gold_action())
+                await ep.close()
+                score = result.info.get("score") if result is not None else None
+                if score is None or score.error:
+                    errors += 1
+                else:
+                    scores.append(score.value)
+            except Exception as exc:
+                if errors == 0:
+                    print(f"    first error: {type(exc).__name__}: {exc}", flush=True)
+                errors += 1
+                opened.set()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(k) for k in range(n)))
+        seconds = time.perf_counter() - t0
+    return {"episodes": len(scores), "mean": sum(scores) / max(1, len(scores)),
+            "errors": errors, "seconds": seconds, "peak_open": peak}
+
+
+def every_env(n: int, env_ids: list[str]) -> None:
+    """Thousands of concurrent episodes of every built-in environment through one server."""
+    server = Server(*env_ids[1:], "--max-episodes", str(n + 100), "--log-level", "error",
+                    env_id=env_ids[0])
+    print(f"{n:,} concurrent episodes per environment through one `gymhub serve "
+          f"{' '.join(env_ids)}` (all open before the first step; gold policy to the end)")
+    print(f"{'env':>8} | {'peak open':>9} {'episodes':>8} {'mean score':>10} {'errors':>6} "
+          f"{'seconds':>8} {'episodes/s':>10}")
+    try:
+        for env_id in env_ids:
+            r = asyncio.run(gold_crowd(server.url, env_id, n))
+            print(f"{env_id:>8} | {r['peak_open']:>9,.0f} {r['episodes']:>8,.0f} "
+                  f"{r['mean']:>10.3f} {r['errors']:>6.0f} {r['seconds']:>8.1f} "
+                  f"{r['episodes'] / r['seconds']:>10,.1f}", flush=True)
+    finally:
+        server.stop()
+
+
 def soak(minutes: float, concurrency: int, interval: float) -> None:
     server = Server("--max-episodes", str(concurrency + 100), "--log-level", "error")
     print(f"soak: {minutes:g} min at {concurrency} concurrent episodes; one line per "
@@ -502,8 +561,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--soak-concurrency", type=int, default=512)
     p.add_argument("--soak-interval", type=float, default=30.0)
     p.add_argument("--no-openenv", action="store_true", help="skip the OpenEnv column")
+    p.add_argument("--every-env", type=int, default=None, metavar="N",
+                   help="instead: N concurrent gold episodes of each of --envs through one server")
+    p.add_argument("--envs", default="echo-v0,sql-v0,code-v0")
     args = p.parse_args(argv)
-    if args.soak is not None:
+    if args.every_env is not None:
+        every_env(args.every_env, [e for e in args.envs.split(",") if e])
+    elif args.soak is not None:
         soak(args.soak, args.soak_concurrency, args.soak_interval)
     else:
         bench([int(x) for x in args.levels.split(",") if x.strip()], args.seconds, args.held,

@@ -205,6 +205,17 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
             return None
         return "\n".join(format_message(m) for m in self.history)
 
+    def end_episode(self) -> None:
+        """End the running episode now and free what it holds; ``reset`` starts another.
+
+        Unlike :meth:`close`, which is final (gymnasium's contract), the instance stays
+        usable: a server calls this when a client abandons an episode, then reuses the
+        instance instead of building a new one.
+        """
+        if self.task is not None and not self.done:
+            self.done = True
+            self._end()
+
     def close(self) -> None:
         """End any running episode and free its resources."""
         if not self.done:

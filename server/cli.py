@@ -81,11 +81,13 @@ def main(argv: list[str]) -> int:
     _configure_logging(args.log_level)
     try:
         thresholds = [int(x) for x in args.gc_threshold.split(",") if x.strip()]
-        if len(thresholds) > 3 or any(t < 0 for t in thresholds):
+        # gen0 = 0 would switch automatic collection off: cycles would never be freed.
+        if len(thresholds) > 3 or any(t < 0 for t in thresholds) or (
+                thresholds and thresholds[0] < 1):
             raise ValueError
     except ValueError:
-        print(f"gymhub serve: --gc-threshold wants up to three non-negative integers, "
-              f"got {args.gc_threshold!r}", file=sys.stderr)
+        print(f"gymhub serve: --gc-threshold wants up to three non-negative integers, the "
+              f"first at least 1, got {args.gc_threshold!r}", file=sys.stderr)
         return 2
     token = args.token or os.environ.get("GYMHUB_SERVER_TOKEN") or None
     try:

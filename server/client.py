@@ -240,6 +240,9 @@ class AsyncEnvClient:
             except RETRY_EXC as e:
                 await asyncio.sleep(loop.next(e))
                 continue
+            except TimeoutError:  # this call's own deadline passed while its batch ran
+                await asyncio.sleep(loop.next(httpx.ReadTimeout(f"{what}: no answer in time")))
+                continue
             if resp.status_code < 400:
                 return resp.value if isinstance(resp, OpAnswer) else loads(resp.content)
             await asyncio.sleep(loop.next(resp))

@@ -16,6 +16,9 @@ the answer of each of its operations, each of which decides for itself whether t
 resend (steps keep ``seq``, creations their ``request_id``, so a resent one is never
 applied twice).
 
+A request refused as a whole before anything ran (413, 422) is resent operation by
+operation, so each gets its own answer.
+
 Known trade-off: a batch's reply arrives when its slowest operation finishes, so a
 fast step that shares a batch with a slow sandbox step waits for it. A learner
 steps its episodes in rounds anyway; ``ClientConfig(batch=False)`` turns this off.
@@ -104,6 +107,8 @@ class Coalescer:
         Raises:
             Unbatched: the server has no batch endpoint.
             httpx.TransportError: the batch request failed in transport.
+            TimeoutError: ``timeout`` passed first (the batch may be waiting on
+                operations with longer deadlines).
         """
         if not self.supported:
             raise Unbatched
@@ -113,7 +118,11 @@ class Coalescer:
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self._flush)
-        return await future
+        timer = loop.call_later(timeout, _time_out, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
 
     def _flush(self) -> None:
         self._scheduled = False
@@ -164,8 +173,8 @@ class Coalescer:
 
     async def _exchange(self, batch: list[_Pending]) -> None:
         body = b'{"ops":[' + b",".join(p.op for p in batch) + b"]}"
-        try:
-            answer = await self._send(body, min(p.timeout for p in batch))
+        try:  # each caller bounds its own wait (see submit's caller): the longest one here
+            answer = await self._send(body, max(p.timeout for p in batch))
         except Exception as exc:  # each caller decides what a failure means for it
             _settle_all(batch, exc)
             return
@@ -177,6 +186,13 @@ class Coalescer:
             self.supported = False
             _settle_all(batch, Unbatched())
             return
+        if answer.status_code in (413, 422) and len(batch) > 1:
+            # The request as a whole was refused before any operation ran (one malformed
+            # or oversized operation, or a server body limit below ours): each goes alone
+            # and gets its own answer, so one bad operation cannot fail its neighbours.
+            for p in batch:
+                self._start_one(p)
+            return
         if answer.status_code != 200:
             for p in batch:  # the request's answer is each operation's answer
                 if not p.future.done():
@@ -186,25 +202,28 @@ class Coalescer:
             results = loads(answer.content)["results"]
             if len(results) != len(batch):
                 raise ValueError(f"{len(results)} answers for {len(batch)} operations")
-        except (ValueError, KeyError, TypeError) as exc:
+            answers = []
+            for r in results:
+                after = r.get("retry_after")
+                headers = {"retry-after": str(after)} if after is not None else {}
+                answers.append(OpAnswer(int(r["status"]), r["body"], headers))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             # Resending is safe (seq, request_id), so this is a retryable transport fault.
             _settle_all(batch, httpx.RemoteProtocolError(f"malformed batch reply: {exc}"))
             return
-        for p, r in zip(batch, results, strict=True):
-            if p.future.done():
-                continue
-            after = r.get("retry_after")
-            headers = {"retry-after": str(after)} if after is not None else {}
-            try:
-                p.future.set_result(OpAnswer(int(r["status"]), r["body"], headers))
-            except (KeyError, TypeError, ValueError) as exc:
-                p.future.set_exception(httpx.RemoteProtocolError(
-                    f"malformed batch answer: {exc}"))
+        for p, a in zip(batch, answers, strict=True):
+            if not p.future.done():
+                p.future.set_result(a)
 
     async def aclose(self) -> None:
         """Wait for batches in flight (their callers are waiting for them anyway)."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _time_out(future: asyncio.Future[Answer]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 def _settle_all(batch: list[_Pending], exc: Exception) -> None:

@@ -475,9 +475,10 @@ class EpisodeManager:
             ep: the episode.
             recycle: the episode ended normally: keep its environment as it is.
             reusable: the episode was cut short but its environment is sound (the
-                client closed it, the reaper did): close it in the pool, which ends
-                the episode and frees its resources, then keep it. Building a new
-                instance costs several resets.
+                client closed it, the reaper did): end its episode in the pool
+                (:meth:`TextEnv.end_episode` frees the episode's resources; ``close``
+                is final and is not used), then keep it. Building a new instance costs
+                several resets.
         """
         env, ep.env = ep.env, None
         self.live -= 1
@@ -487,7 +488,8 @@ class EpisodeManager:
             self._give_back(ep.env_id, env)
         elif reusable and not self.draining:
             env_id = ep.env_id
-            self.pool.close_later(env, then=lambda: self._give_back(env_id, env))
+            self.pool.detach(env.end_episode, then=lambda: self._give_back(env_id, env),
+                             otherwise=lambda: self._dispose(env))
         else:
             self._dispose(env)
 

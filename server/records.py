@@ -8,6 +8,7 @@ idempotency cache (a retried step gets exactly the bytes of the first answer).
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import time
 from collections.abc import Mapping
@@ -71,7 +72,9 @@ def _wire_tools(env: TextEnv, tools: Any) -> Any:
     if cached is not None and cached[0] == tools:
         return cached[1]
     wire = jsonable(tools)
-    env.__dict__["_gymhub_wire_tools"] = (tools, wire)
+    # A deep copy: an environment that edits its schema list in place must not find
+    # the cache still equal to it.
+    env.__dict__["_gymhub_wire_tools"] = (copy.deepcopy(tools), wire)
     return wire
 
 

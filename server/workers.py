@@ -150,30 +150,36 @@ class Workers:
             if self.inflight == 0:
                 self._idle.set()
 
-    def close_later(self, env: Closable, *, then: Callable[[], None] | None = None) -> None:
-        """Close ``env`` in the pool (or right here once the pool is gone).
+    def close_later(self, env: Closable) -> None:
+        """Close ``env`` in the pool (or right here once the pool is gone)."""
+        self.detach(functools.partial(close_quietly, env))
+
+    def detach(self, fn: Callable[[], None], *, then: Callable[[], None] | None = None,
+               otherwise: Callable[[], None] | None = None) -> None:
+        """Run ``fn`` in the pool without waiting for it (right here once the pool is gone).
 
         Args:
-            env: what to close.
-            then: called on the running event loop once ``env`` closed without an
-                error (the server hands a closed environment back for reuse this way).
+            fn: the blocking work.
+            then: called on the running event loop if ``fn`` returned.
+            otherwise: called on the running event loop if ``fn`` raised (logged).
         """
-        loop = asyncio.get_running_loop() if then is not None else None
+        loop = asyncio.get_running_loop() if then or otherwise else None
 
-        def close() -> None:
+        def work() -> None:
             try:
-                env.close()
+                fn()
+                after = then
             except Exception:
-                log.exception("closing an environment failed")
-                return
-            if loop is not None and then is not None:
+                log.exception("background work in the pool failed")
+                after = otherwise
+            if loop is not None and after is not None:
                 with contextlib.suppress(RuntimeError):  # the loop is gone: drop it
-                    loop.call_soon_threadsafe(then)
+                    loop.call_soon_threadsafe(after)
 
         if self._queue is not None:
-            self._queue.put(_Call(close, None, None))
+            self._queue.put(_Call(work, None, None))
             return
-        close()
+        work()
 
     async def wait_idle(self, timeout_s: float) -> None:
         """Wait until no call is in flight, at most ``timeout_s``."""
@@ -242,6 +248,8 @@ class Workers:
                 call.state = _RUNNING
             try:
                 value, ok = call.fn(), True
+            except StopIteration as exc:  # a future cannot hold one; keep its meaning
+                value, ok = RuntimeError(f"environment code raised StopIteration: {exc!r}"), False
             except BaseException as exc:  # handed to the awaiting caller, like a future
                 value, ok = exc, False
             with self._mu:
@@ -272,7 +280,12 @@ class Workers:
         with self._mu:
             done = self._finished.pop(loop, [])
         for call, ok, value in done:
-            _set(call.fut, ok, value)
+            try:
+                _set(call.fut, ok, value)
+            except Exception:  # one outcome a future refuses must not strand the rest
+                log.exception("could not hand a worker result back")
+                if call.fut is not None and not call.fut.done():
+                    call.fut.set_exception(RuntimeError("the worker's outcome was unusable"))
 
 
 def _post_one(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any] | None, ok: bool,

@@ -128,9 +128,6 @@ class InProcessBackend:
         return len(self._episodes)
 
 
-_UNSET = object()
-
-
 class RemoteBackend:
     """Episodes on environment servers, through :class:`gymhub.server.pool.EnvPool`.
 
@@ -204,6 +201,9 @@ class RemoteBackend:
         A learner configured with ``show_schema = true`` against a server started
         without it would train on prompts nobody intended, and nothing would say so.
 
+        An empty ``env_args`` accepts whatever arguments a server runs with; a
+        non-empty one must equal them exactly.
+
         Raises:
             ConfigError: an environment is not served by every server, or a server's
                 constructor arguments (``gymhub serve --env-arg``) differ from
@@ -221,12 +221,11 @@ class RemoteBackend:
                                     f"{', '.join(sorted(served)) or 'nothing'})")
                     continue
                 theirs = info.get("env_args") or {}
-                wrong = {k: v for k, v in env_args.items() if theirs.get(k, _UNSET) != v}
-                if wrong:
+                if env_args and theirs != dict(env_args):
                     problems.append(f"{url} runs {env_id} with {theirs}, but the config asks "
-                                    f"for {dict(env_args)} (start it with "
+                                    f"for exactly {dict(env_args)} (start it with "
                                     + " ".join(f"--env-arg {k}={json.dumps(v)}"
-                                               for k, v in wrong.items()) + ")")
+                                               for k, v in env_args.items()) + ")")
         if problems:
             raise ConfigError("; ".join(problems))
 

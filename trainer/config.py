@@ -69,10 +69,11 @@ class GRPOConfig:
     env_args: dict[str, Any] = field(
         default_factory=dict,
         metadata={
-            "doc": "Constructor arguments of every environment (TOML table [env]), e.g. "
-            "show_schema = true. In-process they go to gymhub.envs.make; against servers "
-            "(env_urls) they belong to `gymhub serve --env-arg`, and a server that does "
-            "not run with them is an error at start."
+            "doc": "Constructor arguments of every environment in env_ids (TOML table "
+            "[env]), e.g. show_schema = true. In-process they go to gymhub.envs.make; "
+            "against servers (env_urls) they belong to `gymhub serve --env-arg`, and a "
+            "server that runs with other arguments is an error at start (empty: accept "
+            "whatever the servers run)."
         },
     )
     tool_parser: Literal["hermes", "json", "tags"] = _f(

@@ -11,7 +11,13 @@ import pytest
 
 from gymhub.server.client import AsyncEnvClient
 from gymhub.server.coalesce import Coalescer
-from gymhub.server.errors import AtCapacity, EpisodeNotFound, SeqConflict, TransportError
+from gymhub.server.errors import (
+    AtCapacity,
+    InvalidRequest,
+    RequestTimeout,
+    SeqConflict,
+    TransportError,
+)
 from gymhub.server.wire import MAX_BATCH_OPS
 from gymhub.types import Message, ToolCall
 
@@ -20,6 +26,8 @@ from .conftest import SlowEnv, run, served
 LOOK = Message(role="assistant", content="",
                tool_calls=(ToolCall("l", "look", {}),)).to_dict()
 TEXT = {"role": "assistant", "content": "thinking"}
+STEP_OK = {"seq": 1, "observation": [{"role": "user", "content": "ok"}], "reward": 0.0,
+           "terminated": False, "truncated": False, "info": {}, "score": None}
 
 
 def submit(word: str) -> dict[str, Any]:
@@ -50,16 +58,19 @@ def test_each_operation_is_answered_as_its_own_request_would_be() -> None:
             e1, e2 = ok[0]["episode_id"], ok[1]["episode_id"]
             word = ok[0]["observation"][-1]["content"]
 
-            step, replay, stale, unknown = await batch(
+            step, other, stale, unknown = await batch(
                 raw, {"op": "step", "episode_id": e1, "seq": 1, "action": LOOK},
                 {"op": "step", "episode_id": e2, "seq": 1, "action": TEXT},
                 {"op": "step", "episode_id": e2, "seq": 3, "action": TEXT},
                 {"op": "step", "episode_id": "nope", "seq": 1, "action": TEXT})
             assert step["status"] == 200 and step["body"]["seq"] == 1
-            assert replay["status"] == 200
+            assert other["status"] == 200
             assert stale["status"] == 409 and stale["body"]["error"]["expected_seq"] == 2
             assert unknown["status"] == 404
             assert unknown["body"]["error"]["code"] == "episode_not_found"
+            (replay,) = await batch(raw, {"op": "step", "episode_id": e1, "seq": 1,
+                                          "action": TEXT})
+            assert replay == step  # the cached reply of step 1, not a new step
 
             # Operations on one episode apply in list order: step 2 (the submit), a
             # replay of step 2, then the close.
@@ -71,7 +82,7 @@ def test_each_operation_is_answered_as_its_own_request_would_be() -> None:
             assert again["body"] == done["body"]  # the cached reply, not a second step
             assert closed == {"status": 200, "body": {"episode_id": e1, "closed": True}}
             metrics = (await raw.get("/metrics")).text
-            assert "gymhub_batch_ops_total 10.0" in metrics
+            assert "gymhub_batch_ops_total 11.0" in metrics
 
     run(body)
 
@@ -124,6 +135,11 @@ def test_a_stuck_step_times_out_alone() -> None:
             assert stuck["status"] == 504
             assert stuck["body"]["error"]["code"] == "deadline_exceeded"
             assert ok["status"] == 200 and not ok["body"]["terminated"]
+            for _ in range(100):  # the stuck step returns, then its environment is closed
+                if SlowEnv.closed:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(SlowEnv.closed) == 1
 
     run(body)
 
@@ -202,21 +218,72 @@ def test_a_refused_creation_is_retried_alone() -> None:
     assert calls[1] == [calls[0][1]]  # the same request id, resent on its own
 
 
-def test_a_malformed_batch_reply_is_a_typed_transport_error() -> None:
+@pytest.mark.parametrize("reply", [{"results": []}, {"results": [1, 2]}, {"nope": 1},
+                                   {"results": [{"status": "x", "body": {}}] * 2}])
+def test_a_malformed_batch_reply_is_a_typed_transport_error(reply: Any) -> None:
     async def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/v1/batch":
-            return httpx.Response(200, json={"results": []})
-        return httpx.Response(404, json={"error": {"code": "episode_not_found",
-                                                   "message": "gone"}})
+        assert request.url.path == "/v1/batch"
+        return httpx.Response(200, json=reply)
 
     async def body() -> None:
         async with AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
-                                  retries=2, backoff_s=0.001, max_backoff_s=0.01) as client:
+                                  retries=2, backoff_s=0, max_backoff_s=0) as client:
+            # Every retry finds its neighbour retrying in the same turn: always batched.
             outcomes = await asyncio.gather(client.step("a", TEXT, 1), client.step("b", TEXT, 1),
                                             return_exceptions=True)
-            # A retry leaves alone and meets the plain route's 404; what no attempt
-            # could read is a TransportError.
-            assert all(isinstance(o, TransportError | EpisodeNotFound) for o in outcomes)
+            for outcome in outcomes:
+                assert isinstance(outcome, TransportError), outcome
+                assert "malformed batch reply" in str(outcome)
+
+    run(body)
+
+
+def test_a_batch_refused_whole_is_resent_op_by_op() -> None:
+    seen: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/v1/batch":
+            return httpx.Response(422, json={"error": {"code": "invalid_request",
+                                                       "message": "body.ops.1.seq: bad"}})
+        if request.url.path == "/v1/episodes/bad/step":
+            return httpx.Response(422, json={"error": {"code": "invalid_request",
+                                                       "message": "body.seq: bad"}})
+        return httpx.Response(200, json=STEP_OK)
+
+    async def body() -> None:
+        async with AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
+                                  backoff_s=0.001) as client:
+            good, bad = await asyncio.gather(client.step("good", TEXT, 1),
+                                             client.step("bad", TEXT, 1),
+                                             return_exceptions=True)
+            assert not isinstance(good, Exception) and isinstance(bad, InvalidRequest)
+
+    run(body)
+    assert seen[0] == "/v1/batch"
+    assert sorted(seen[1:]) == ["/v1/episodes/bad/step", "/v1/episodes/good/step"]
+
+
+def test_each_operation_keeps_its_own_deadline_in_a_slow_batch() -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.5)
+        ops = json.loads(request.content)["ops"]
+        return httpx.Response(200, json={"results": [{"status": 200, "body": STEP_OK}] * len(ops)})
+
+    async def body() -> None:
+        async with AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
+                                  timeout=5, retries=0) as client:
+            short = AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
+                                   timeout=0.1, retries=0)
+            short._batcher = client._batcher  # one batch, two deadlines
+            t0 = asyncio.get_running_loop().time()
+            slow, fast = await asyncio.gather(client.step("a", TEXT, 1),
+                                              short.step("b", TEXT, 1),
+                                              return_exceptions=True)
+            assert not isinstance(slow, Exception)
+            assert isinstance(fast, RequestTimeout | TransportError)
+            assert asyncio.get_running_loop().time() - t0 >= 0.5  # the long one waited
+            await short.aclose()
 
     run(body)
 

@@ -86,7 +86,7 @@ def test_serve_passes_env_args_to_the_constructor():
         proc.stdout.close()
 
 
-@pytest.mark.parametrize("value", ["abc", "1,2,3,4", "-5"])
+@pytest.mark.parametrize("value", ["abc", "1,2,3,4", "-5", "0"])
 def test_bad_gc_threshold_exits_2(value: str, capsys: Any) -> None:
     assert main(["echo-v0", "--gc-threshold", value]) == 2
     assert "--gc-threshold" in capsys.readouterr().err

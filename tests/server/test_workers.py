@@ -1,0 +1,153 @@
+"""The worker pool: deadlines, cancellation, bursts, odd outcomes and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from gymhub.server.errors import DeadlineExceeded, ServerDraining
+from gymhub.server.workers import Workers
+
+from .conftest import run
+
+
+class Box:
+    """A closable thing that records when (and in which thread) it was closed."""
+
+    def __init__(self) -> None:
+        self.closed_at: float | None = None
+
+    def close(self) -> None:
+        self.closed_at = time.monotonic()
+
+
+def test_a_burst_of_calls_all_come_back_with_their_own_results() -> None:
+    async def body() -> None:
+        pool = Workers(4, timeout_s=5)
+        results = await asyncio.gather(*(pool.run(lambda k=k: k * k) for k in range(2000)))
+        assert results == [k * k for k in range(2000)]
+        assert pool.inflight == 0
+        pool.shutdown()
+
+    run(body)
+
+
+def test_odd_outcomes_reach_their_caller_and_spare_the_rest() -> None:
+    def stop() -> None:
+        raise StopIteration("empty")  # a future cannot hold this one
+
+    def boom() -> None:
+        raise KeyError("k")
+
+    async def body() -> None:
+        pool = Workers(2, timeout_s=5)
+        outcomes = await asyncio.gather(pool.run(stop), pool.run(boom),
+                                        *(pool.run(lambda k=k: k) for k in range(50)),
+                                        return_exceptions=True)
+        assert isinstance(outcomes[0], RuntimeError) and "StopIteration" in str(outcomes[0])
+        assert isinstance(outcomes[1], KeyError)
+        assert outcomes[2:] == list(range(50))
+        pool.shutdown()
+
+    run(body)
+
+
+def test_deadline_answers_at_once_and_closes_after_the_call_returns() -> None:
+    async def body() -> None:
+        pool = Workers(1, timeout_s=0.1)
+        box = Box()
+        t0 = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            await pool.run(lambda: time.sleep(0.4), on_timeout=box)
+        assert time.monotonic() - t0 < 0.3 and box.closed_at is None
+        await asyncio.sleep(0.5)
+        assert box.closed_at is not None and box.closed_at - t0 >= 0.4
+        pool.shutdown()
+
+    run(body)
+
+
+def test_a_cancelled_caller_never_starts_a_queued_call_and_closes_what_it_owned() -> None:
+    async def body() -> None:
+        pool = Workers(1, timeout_s=5)
+        started: list[str] = []
+        gate = threading.Event()
+        busy = asyncio.ensure_future(pool.run(lambda: (started.append("a"), gate.wait(2))))
+        box = Box()
+        queued = asyncio.ensure_future(pool.run(lambda: started.append("b"), on_cancel=box))
+        await asyncio.sleep(0.05)
+        queued.cancel()
+        await asyncio.sleep(0.01)
+        assert box.closed_at is not None  # it never started: closed at once
+        gate.set()
+        await busy
+        await pool.run(lambda: None)  # the queue has moved past the dropped call
+        assert started == ["a"]
+        pool.shutdown()
+
+    run(body)
+
+
+def test_a_cancelled_caller_of_a_running_call_closes_its_thing_when_the_call_ends() -> None:
+    async def body() -> None:
+        pool = Workers(1, timeout_s=5)
+        gate = threading.Event()
+        box = Box()
+        call = asyncio.ensure_future(pool.run(lambda: gate.wait(2), on_cancel=box))
+        await asyncio.sleep(0.05)  # now running
+        call.cancel()
+        await asyncio.sleep(0.05)
+        assert box.closed_at is None  # closing under a running call is not safe
+        gate.set()
+        for _ in range(100):
+            if box.closed_at is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert box.closed_at is not None
+        pool.shutdown()
+
+    run(body)
+
+
+def test_shutdown_answers_queued_calls_with_a_retryable_503() -> None:
+    async def body() -> None:
+        pool = Workers(1, timeout_s=5)
+        gate = threading.Event()
+        first = asyncio.ensure_future(pool.run(lambda: gate.wait(2)))
+        queued = asyncio.ensure_future(pool.run(lambda: "never"))
+        await asyncio.sleep(0.05)
+        pool.shutdown()
+        with pytest.raises(ServerDraining):
+            await queued
+        gate.set()
+        assert await first is True  # running work finishes on its own
+
+    run(body)
+
+
+def test_detach_reports_back_on_the_loop() -> None:
+    async def body() -> None:
+        pool = Workers(2, timeout_s=5)
+        seen: list[Any] = []
+        loop_thread = threading.get_ident()
+
+        def note(what: str) -> None:
+            seen.append((what, threading.get_ident() == loop_thread))
+
+        def fail() -> None:
+            raise OSError("disk gone")
+
+        pool.detach(lambda: None, then=lambda: note("then"), otherwise=lambda: note("no"))
+        pool.detach(fail, then=lambda: note("then2"), otherwise=lambda: note("otherwise"))
+        for _ in range(100):
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(seen) == [("otherwise", True), ("then", True)]
+        pool.shutdown()
+
+    run(body)
