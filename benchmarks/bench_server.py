@@ -120,8 +120,8 @@ def in_process(concurrency: int, seconds: float) -> Run:
 
 # -------------------------------------------------------------------- server
 class Server:
-    def __init__(self, *args: str, env_id: str = "echo-v0") -> None:
-        cmd = [sys.executable, "-m", "gymhub.server.cli", env_id, "--port", "0", *args]
+    def __init__(self, *args: str, env_ids: tuple[str, ...] = ("echo-v0",)) -> None:
+        cmd = [sys.executable, "-m", "gymhub.server.cli", *env_ids, "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -517,8 +517,8 @@ async def gold_crowd(url: str, env_id: str, n: int) -> dict[str, float]:
 
 def every_env(n: int, env_ids: list[str]) -> None:
     """Thousands of concurrent episodes of every built-in environment through one server."""
-    server = Server(*env_ids[1:], "--max-episodes", str(n + 100), "--log-level", "error",
-                    env_id=env_ids[0])
+    server = Server("--max-episodes", str(n + 100), "--log-level", "error",
+                    env_ids=tuple(env_ids))
     print(f"{n:,} concurrent episodes per environment through one `gymhub serve "
           f"{' '.join(env_ids)}` (all open before the first step; gold policy to the end)")
     print(f"{'env':>8} | {'peak open':>9} {'episodes':>8} {'mean score':>10} {'errors':>6} "

@@ -8,7 +8,8 @@
    TRL column is skipped with the reason when it cannot be imported.
 2. Rollout throughput of the transformers engine: 8 multi-turn episodes of
    ``echo-v0`` (4 turns x 16 tokens, observations appended between turns) against
-   single-turn generation of 64 tokens for the same 8 prompts.
+   single-turn generation of 64 tokens from the same 8 first prompts (tool schemas
+   included).
 
 Run: ``python benchmarks/bench_trainer.py`` (CPU; about a minute).
 """
@@ -122,9 +123,16 @@ def bench_rollouts(tok: object) -> tuple[float, float]:
             group_size=1, seed=0, drift_check="off"))
         return sum(t.generated_tokens for t in trajs)
 
-    reqs = [GenerationRequest(renderer.prompt_ids(
-        [_msg("system", "Repeat the user's word with the submit tool."),
-         _msg("user", f"apple-{i}")]), 64, seed=i) for i in range(B)]
+    # The single-turn side starts from exactly the multi-turn side's first prompts
+    # (system + user + the tool schemas the template renders), so the two differ only in
+    # what multi-turn adds: three more turns, each with its observation appended.
+    from gymhub.envs import make
+
+    env = make("echo-v0")
+    reqs = []
+    for i in range(B):
+        obs, info = env.reset(options={"task_id": f"echo-{i:04d}"})
+        reqs.append(GenerationRequest(renderer.prompt_ids(obs, info["tools"]), 64, seed=i))
 
     def single() -> int:
         outs = engine.generate(reqs, SamplingConfig(temperature=1.0))
@@ -137,12 +145,6 @@ def bench_rollouts(tok: object) -> tuple[float, float]:
         n = sum(fn() for _ in range(3))
         res.append(n / (time.perf_counter() - t))
     return res[0], res[1]
-
-
-def _msg(role: str, content: str) -> object:
-    from gymhub.types import Message
-
-    return Message(role=role, content=content)
 
 
 def main() -> int:

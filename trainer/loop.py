@@ -312,11 +312,13 @@ class GRPOTrainer:
             write_jsonl(self.out / "trajectories.jsonl", trajs, step=self.step)
         if self.cfg.progress:
             bar = "#" * int(20 * self.step / max(self.cfg.max_steps, 1))
+            live = sys.stderr.isatty()  # a log file gets one line per step, not \r runs
+            start = "\r" if live else ""
             print(
-                f"\rstep {self.step}/{self.cfg.max_steps} [{bar:<20}] "
+                f"{start}step {self.step}/{self.cfg.max_steps} [{bar:<20}] "
                 f"reward {metrics['reward_mean']:.3f} loss {metrics['loss']:+.4f} "
                 f"{metrics['tokens_per_s']:.0f} tok/s",
-                end="",
+                end="" if live else "\n",
                 file=sys.stderr,
                 flush=True,
             )
