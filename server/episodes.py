@@ -199,7 +199,7 @@ class EpisodeManager:
         envs.extend(("", e) for e in self.recycler.drain())
         closed_episodes = len(envs)
         envs.extend(("", e) for e in self.catalog.envs())
-        await self.pool.close_all([e for _, e in envs])
+        await self.pool.close_all([e for _, e in envs], timeout_s)
         self.pool.shutdown()
         self.live = 0
         log.info("drained: closed %d open episode(s) and every idle environment", closed_episodes)

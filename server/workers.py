@@ -186,19 +186,29 @@ class Workers:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout_s)
 
-    async def close_all(self, envs: list[Closable]) -> None:
-        """Close many environments concurrently in the pool."""
+    async def close_all(self, envs: list[Closable], timeout_s: float | None = None) -> int:
+        """Close many environments concurrently in the pool; how many did not finish.
+
+        ``timeout_s`` bounds the wait: a close stuck in environment code must not hold
+        a shutdown forever (the threads are daemons; the process can still exit).
+        """
         if self._queue is None:
             for env in envs:
                 close_quietly(env)
-            return
+            return 0
         loop = asyncio.get_running_loop()
         futs: list[asyncio.Future[Any]] = []
         for env in envs:
             fut: asyncio.Future[Any] = loop.create_future()
             self._queue.put(_Call(functools.partial(close_quietly, env), fut, loop))
             futs.append(fut)
-        await asyncio.gather(*futs, return_exceptions=True)
+        if not futs:
+            return 0
+        _done, pending = await asyncio.wait(futs, timeout=timeout_s)
+        if pending:
+            log.warning("%d environment close(s) still running after %.0f s; not waiting",
+                        len(pending), timeout_s or 0)
+        return len(pending)
 
     def shutdown(self) -> None:
         """Stop the threads; queued work is refused, running work finishes on its own."""
@@ -226,7 +236,11 @@ class Workers:
 
     # ----------------------------------------------------------------- internals
     def _drop(self, call: _Call, owned: Closable | None) -> None:
-        """The caller gave up on ``call``: skip it if queued; close ``owned`` after it."""
+        """The caller gave up on ``call``: skip it if queued; close ``owned`` after it.
+
+        A call that never started has nothing running under ``owned``, so it is closed
+        at once, in the pool (a slow close must not block the event loop).
+        """
         with self._mu:
             state = call.state
             if state == _QUEUED:
@@ -235,7 +249,7 @@ class Workers:
                 call.after.append(owned)
                 return
         if owned is not None:
-            close_quietly(owned)
+            self.close_later(owned)
 
     def _work(self, q: queue.SimpleQueue[_Call | None]) -> None:
         while True:

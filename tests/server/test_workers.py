@@ -82,11 +82,12 @@ def test_a_cancelled_caller_never_starts_a_queued_call_and_closes_what_it_owned(
         await asyncio.sleep(0.05)
         queued.cancel()
         await asyncio.sleep(0.01)
-        assert box.closed_at is not None  # it never started: closed at once
+        assert box.closed_at is None  # closed in the pool, which is still busy
         gate.set()
         await busy
         await pool.run(lambda: None)  # the queue has moved past the dropped call
         assert started == ["a"]
+        assert box.closed_at is not None  # never started, so closed without waiting on it
         pool.shutdown()
 
     run(body)
@@ -148,6 +149,24 @@ def test_detach_reports_back_on_the_loop() -> None:
                 break
             await asyncio.sleep(0.01)
         assert sorted(seen) == [("otherwise", True), ("then", True)]
+        pool.shutdown()
+
+    run(body)
+
+
+def test_close_all_does_not_wait_forever_for_a_stuck_close() -> None:
+    class Stuck:
+        def close(self) -> None:
+            time.sleep(1.0)
+
+    async def body() -> None:
+        pool = Workers(2, timeout_s=5)
+        pool.start()
+        boxes = [Box() for _ in range(5)]
+        t0 = time.monotonic()
+        left = await pool.close_all([Stuck(), *boxes], timeout_s=0.3)
+        assert left == 1 and time.monotonic() - t0 < 0.8
+        assert all(b.closed_at is not None for b in boxes)
         pool.shutdown()
 
     run(body)
