@@ -475,12 +475,12 @@ def hold_report(held: int) -> None:
           f"{per_ep_local:.1f} KiB (ratio {per_ep_server / per_ep_local:.2f})")
 
 
-async def gold_crowd(url: str, env_id: str, n: int) -> dict[str, float]:
+async def gold_crowd(url: str, env_id: str, n: int, batch: bool = True) -> dict[str, float]:
     """``n`` episodes of ``env_id`` open at once, each played to the end by the gold policy."""
     scores: list[float] = []
     errors = 0
     peak = 0
-    async with AsyncEnvClient(url, max_connections=256, timeout=600) as client:
+    async with AsyncEnvClient(url, max_connections=256, timeout=600, batch=batch) as client:
         opened = asyncio.Event()
         count = 0
 
@@ -515,8 +515,12 @@ async def gold_crowd(url: str, env_id: str, n: int) -> dict[str, float]:
             "errors": errors, "seconds": seconds, "peak_open": peak}
 
 
-def every_env(n: int, env_ids: list[str]) -> None:
-    """Thousands of concurrent episodes of every built-in environment through one server."""
+def every_env(n: int, env_ids: list[str], compare: bool = False) -> None:
+    """Thousands of concurrent episodes of every built-in environment through one server.
+
+    With ``compare``, each environment runs twice more, alternating the client's batching
+    off and on, to show what batching does where the environment's own work dominates.
+    """
     server = Server("--max-episodes", str(n + 100), "--log-level", "error",
                     env_ids=tuple(env_ids))
     print(f"{n:,} concurrent episodes per environment through one `gymhub serve "
@@ -529,6 +533,11 @@ def every_env(n: int, env_ids: list[str]) -> None:
             print(f"{env_id:>8} | {r['peak_open']:>9,.0f} {r['episodes']:>8,.0f} "
                   f"{r['mean']:>10.3f} {r['errors']:>6.0f} {r['seconds']:>8.1f} "
                   f"{r['episodes'] / r['seconds']:>10,.1f}", flush=True)
+            for batch in (False, True) if compare else ():
+                c = asyncio.run(gold_crowd(server.url, env_id, n, batch=batch))
+                print(f"{'':>8}   batch={'on ' if batch else 'off'}: "
+                      f"{c['episodes'] / c['seconds']:,.1f} episodes/s, {c['errors']:.0f} errors",
+                      flush=True)
     finally:
         server.stop()
 
@@ -564,9 +573,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every-env", type=int, default=None, metavar="N",
                    help="instead: N concurrent gold episodes of each of --envs through one server")
     p.add_argument("--envs", default="echo-v0,sql-v0,code-v0")
+    p.add_argument("--compare-batching", action="store_true",
+                   help="with --every-env: also run each env with client batching off and on")
     args = p.parse_args(argv)
     if args.every_env is not None:
-        every_env(args.every_env, [e for e in args.envs.split(",") if e])
+        every_env(args.every_env, [e for e in args.envs.split(",") if e], args.compare_batching)
     elif args.soak is not None:
         soak(args.soak, args.soak_concurrency, args.soak_interval)
     else:
