@@ -214,29 +214,33 @@ class AsyncEnvClient:
                     busy_retry: bool = True) -> Any:
         content = _dumps(body) if body is not None else None
         target = "/v1" + path + ("?" + urlencode(params) if params else "")
-        loop = RetryLoop(self._policy, what or f"{method} {path}", busy_retry=busy_retry)
-        while True:
-            try:
-                resp = await self._send(method, target, content, loop.time_left())
-            except RETRY_EXC as e:
-                await asyncio.sleep(loop.next(e))
-                continue
-            if resp.status_code < 400:
-                return loads(resp.content)
-            await asyncio.sleep(loop.next(resp))
+        return await self._retrying(
+            lambda left: self._send(method, target, content, left),
+            what or f"{method} {path}", busy_retry)
 
     async def _op(self, op: dict[str, Any], method: str, path: str, body: Any, *, what: str,
                   busy_retry: bool = True) -> Any:
         """An episode operation: batched with its neighbours when the server allows."""
-        if self._batcher is None or not self._batcher.supported:
-            return await self._call(method, path, body, what=what, busy_retry=busy_retry)
+        batcher = self._batcher
+        if batcher is not None and batcher.supported:
+            route = (method, path, body)
+            try:
+                return await self._retrying(lambda left: batcher.submit(op, route, left),
+                                            what, busy_retry)
+            except Unbatched:  # an older server: nothing was applied, send it alone
+                pass
+        return await self._call(method, path, body, what=what, busy_retry=busy_retry)
+
+    async def _retrying(self, attempt: Callable[[float], Awaitable[Answer]], what: str,
+                        busy_retry: bool) -> Any:
+        """The retry contract of every call (:class:`RetryLoop`) around ``attempt``.
+
+        ``attempt`` gets the seconds left of the call's deadline.
+        """
         loop = RetryLoop(self._policy, what, busy_retry=busy_retry)
-        route = (method, path, body)
         while True:
             try:
-                resp = await self._batcher.submit(op, route, loop.time_left())
-            except Unbatched:
-                return await self._call(method, path, body, what=what, busy_retry=busy_retry)
+                resp = await attempt(loop.time_left())
             except RETRY_EXC as e:
                 await asyncio.sleep(loop.next(e))
                 continue

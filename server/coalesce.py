@@ -27,7 +27,7 @@ steps its episodes in rounds anyway; ``ClientConfig(batch=False)`` turns this of
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,12 +147,14 @@ class Coalescer:
             self._start(batch)
 
     def _start(self, batch: list[_Pending]) -> None:
-        task = asyncio.get_running_loop().create_task(self._exchange(batch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._exchange(batch))
 
     def _start_one(self, item: _Pending) -> None:
-        task = asyncio.get_running_loop().create_task(self._exchange_one(item))
+        self._spawn(self._exchange_one(item))
+
+    def _spawn(self, exchange: Coroutine[Any, Any, None]) -> None:
+        """Run one exchange in the background, kept referenced until it ends."""
+        task = asyncio.get_running_loop().create_task(exchange)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

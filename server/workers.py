@@ -56,7 +56,7 @@ def close_quietly(env: Closable) -> None:
 class _Call:
     """One unit of work: its function, the loop future that waits for it, its state."""
 
-    __slots__ = ("after", "fn", "fut", "loop", "state")
+    __slots__ = ("fn", "fut", "loop", "owned", "state")
 
     def __init__(self, fn: Callable[[], Any], fut: asyncio.Future[Any] | None,
                  loop: asyncio.AbstractEventLoop | None) -> None:
@@ -64,7 +64,7 @@ class _Call:
         self.fut = fut
         self.loop = loop
         self.state = _QUEUED
-        self.after: list[Closable] = []  # closed by the worker once ``fn`` returns
+        self.owned: Closable | None = None  # closed by the worker once ``fn`` returns
 
 
 class Workers:
@@ -246,7 +246,7 @@ class Workers:
             if state == _QUEUED:
                 call.state = _DROPPED
             elif state == _RUNNING and owned is not None:
-                call.after.append(owned)
+                call.owned = owned
                 return
         if owned is not None:
             self.close_later(owned)
@@ -268,8 +268,8 @@ class Workers:
                 value, ok = exc, False
             with self._mu:
                 call.state = _DONE
-                after, call.after = call.after, []
-            for owned in after:
+                owned, call.owned = call.owned, None
+            if owned is not None:
                 close_quietly(owned)
             if call.fut is not None and call.loop is not None:
                 self._hand_back(call, ok, value)
