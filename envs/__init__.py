@@ -1,5 +1,9 @@
 """The environment contract, the registry, the checker and the built-in environments."""
 
+if __name__ != "gymhub." + __name__.rpartition(".")[2]:  # run from the repo root
+    raise ImportError(f"import gymhub.{__name__}, not {__name__}: the top-level folders "
+                      "are subpackages of gymhub and must not load a second time")
+
 from .checker import CheckReport, check_env
 from .core import TextEnv, VerifierCase
 from .registration import ENTRY_POINT_GROUP, EnvSpec, Registry, make, register, registry

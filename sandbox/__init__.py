@@ -76,6 +76,10 @@ What they do **not** protect against:
 
 from __future__ import annotations
 
+if __name__ != "gymhub." + __name__.rpartition(".")[2]:  # run from the repo root
+    raise ImportError(f"import gymhub.{__name__}, not {__name__}: the top-level folders "
+                      "are subpackages of gymhub and must not load a second time")
+
 import atexit
 import contextlib
 import importlib

@@ -1,33 +1,35 @@
-"""Every subpackage on disk is listed in pyproject.toml, so a built wheel is complete."""
+"""The top-level folders are gymhub's subpackages, found without a hand-kept list."""
 
-import tomllib
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+import setuptools
+
 ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = ("envs", "verifiers", "sandbox", "server", "trainer", "hub")
 
 
-def test_every_package_folder_is_listed():
-    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(cfg["packages"])
-    on_disk = set()
-    for name, folder in cfg["package-dir"].items():
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_import_root_links_each_top_level_folder(folder):
+    link = ROOT / "gymhub" / folder
+    assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve()
+
+
+def test_setuptools_finds_every_package_folder():
+    found = set(setuptools.find_packages(str(ROOT), include=["gymhub", "gymhub.*"]))
+    on_disk = {"gymhub"}
+    for folder in FOLDERS:
         for init in (ROOT / folder).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / folder)
-            if "__pycache__" in rel.parts:
-                continue
-            on_disk.add(".".join([name, *rel.parts]) if rel.parts else name)
-    assert on_disk - listed == set(), "add these to [tool.setuptools] packages"
+            rel = init.parent.relative_to(ROOT)
+            on_disk.add(".".join(["gymhub", *rel.parts]))
+    assert on_disk <= found
 
 
-def package_folder(name: str, package_dir: dict[str, str]) -> Path:
-    owner = max((p for p in package_dir if name == p or name.startswith(p + ".")), key=len)
-    rest = name[len(owner):].strip(".")
-    return ROOT / package_dir[owner] / Path(*rest.split(".")) if rest else ROOT / package_dir[owner]
-
-
-def test_package_data_globs_match_files():
-    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    for pkg, globs in cfg["package-data"].items():
-        folder = package_folder(pkg, cfg["package-dir"])
-        for pattern in globs:
-            assert list(folder.glob(pattern)), f"{pkg}: {pattern} matches nothing in {folder}"
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_a_second_copy_from_the_repository_root_is_refused(folder):
+    out = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode != 0
+    assert f"import gymhub.{folder}, not {folder}" in out.stderr

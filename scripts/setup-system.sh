@@ -1,40 +1,45 @@
 #!/usr/bin/env bash
-# Prepare the sandbox backends on a Debian 12 machine (idempotent, root only).
+# System packages and services that gymhub's sandbox backends need, on Debian/Ubuntu.
 #
-#   source .ci/setup_sandbox.sh     # exports DOCKER_HOST for the tests
-#   .ci/setup_sandbox.sh            # prints "export DOCKER_HOST=..." to eval
+#   scripts/setup-system.sh        # what `make test` and `make demo` run first; idempotent
 #
-# 1. installs bubblewrap, podman, runc and debootstrap when missing;
+# 1. installs bubblewrap (the default sandbox), podman, runc and debootstrap when missing;
 # 2. configures Podman for this VM: runtime runc (crun fails on rlimits here) and no
 #    default ulimits;
 # 3. builds the image gymhub-sandbox:bookworm (a debootstrapped minimal Debian with
 #    python3, imported with `podman import`, because no registry is reachable) and caches
 #    its root file system under /var/cache/gymhub so later runs only re-import it;
-# 4. starts `podman system service` on a unix socket in the background.
+# 4. starts `podman system service` on /run/gymhub-podman.sock, the first socket the
+#    docker backend looks for when DOCKER_HOST is unset.
 #
-# Sourcing it never aborts the calling script: each step that fails prints a warning and
-# the docker-backend tests skip; the bwrap tests only need step 1.
+# It is quiet when everything is in place. It never fails the caller: a step that cannot
+# be done says what to do by hand, and the tests of that backend skip with the reason.
+# Not root: it changes nothing and prints the commands a root user would run.
 
-_gh_sandbox_setup() {
+setup_system() {
   local sock_path=/run/gymhub-podman.sock
   local image=gymhub-sandbox:bookworm
   local cache=/var/cache/gymhub
   local conf=/etc/containers/containers.conf
   local log=/var/log/gymhub-podman.log
-  if [ "$(id -u)" != 0 ]; then
-    echo "setup_sandbox: not root; skipping system setup" >&2
-    return 0
-  fi
-
   local missing=()
   local pkg
-  for pkg in bubblewrap podman runc debootstrap; do
+  for pkg in bubblewrap podman runc debootstrap curl; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
+  if [ "$(id -u)" != 0 ]; then
+    if [ "${#missing[@]}" -gt 0 ] || ! [ -S "$sock_path" ]; then
+      echo "setup-system: not root, so the sandbox backends were not set up; the tests that" >&2
+      echo "  need them will skip. To set them up, run as root:" >&2
+      [ "${#missing[@]}" -gt 0 ] && echo "    apt-get install -y ${missing[*]}" >&2
+      echo "    scripts/setup-system.sh" >&2
+    fi
+    return 0
+  fi
   if [ "${#missing[@]}" -gt 0 ]; then
-    echo "setup_sandbox: installing ${missing[*]}" >&2
+    echo "setup-system: installing ${missing[*]}" >&2
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
-      >/dev/null || { echo "setup_sandbox: apt-get failed" >&2; return 0; }
+      >/dev/null || { echo "setup-system: apt-get failed" >&2; return 0; }
   fi
 
   mkdir -p /etc/containers
@@ -54,12 +59,12 @@ EOF
   if ! podman image exists "$image" 2>/dev/null; then
     mkdir -p "$cache"
     if [ ! -s "$cache/rootfs.tar" ]; then
-      echo "setup_sandbox: debootstrapping a minimal Debian (a few minutes, once)" >&2
+      echo "setup-system: debootstrapping a minimal Debian (a few minutes, once)" >&2
       local root="$cache/rootfs"
       rm -rf "$root"
       if ! debootstrap --variant=minbase --include=python3 bookworm "$root" \
           http://deb.debian.org/debian >"$cache/debootstrap.log" 2>&1; then
-        echo "setup_sandbox: debootstrap failed, see $cache/debootstrap.log" >&2
+        echo "setup-system: debootstrap failed, see $cache/debootstrap.log" >&2
         return 0
       fi
       rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
@@ -67,10 +72,9 @@ EOF
       rm -rf "$root"
     fi
     podman import --change 'CMD ["/bin/sh"]' "$cache/rootfs.tar" "$image" >/dev/null \
-      || { echo "setup_sandbox: podman import failed" >&2; return 0; }
+      || { echo "setup-system: podman import failed" >&2; return 0; }
   fi
 
-  export DOCKER_HOST="unix://$sock_path"
   if ! curl -sf --max-time 2 --unix-socket "$sock_path" http://d/_ping >/dev/null 2>&1; then
     rm -f "$sock_path"
     # setsid + nohup: the service outlives this shell; --time=0: it never exits when idle.
@@ -81,13 +85,10 @@ EOF
       sleep 0.2
     done
   fi
-  if curl -sf --max-time 2 --unix-socket "$sock_path" http://d/_ping >/dev/null 2>&1; then
-    echo "export DOCKER_HOST=$DOCKER_HOST"
-  else
-    echo "setup_sandbox: podman service did not answer, see $log" >&2
+  if ! curl -sf --max-time 2 --unix-socket "$sock_path" http://d/_ping >/dev/null 2>&1; then
+    echo "setup-system: podman service did not answer, see $log" >&2
   fi
   return 0
 }
 
-_gh_sandbox_setup
-unset -f _gh_sandbox_setup
+setup_system
