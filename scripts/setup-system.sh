@@ -38,8 +38,13 @@ setup_system() {
   fi
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup-system: installing ${missing[*]}" >&2
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
-      >/dev/null || { echo "setup-system: apt-get failed" >&2; return 0; }
+    mkdir -p "$cache"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        "${missing[@]}"; } >"$cache/apt.log" 2>&1; then
+      cat "$cache/apt.log" >&2
+      echo "setup-system: apt-get failed (above); the sandbox tests will skip" >&2
+      return 0
+    fi
   fi
 
   mkdir -p /etc/containers
@@ -71,8 +76,12 @@ EOF
       tar -C "$root" -cf "$cache/rootfs.tar.tmp" . && mv "$cache/rootfs.tar.tmp" "$cache/rootfs.tar"
       rm -rf "$root"
     fi
-    podman import --change 'CMD ["/bin/sh"]' "$cache/rootfs.tar" "$image" >/dev/null \
-      || { echo "setup-system: podman import failed" >&2; return 0; }
+    if ! podman import --change 'CMD ["/bin/sh"]' "$cache/rootfs.tar" "$image" \
+        >"$cache/import.log" 2>&1; then
+      cat "$cache/import.log" >&2
+      echo "setup-system: podman import failed (above)" >&2
+      return 0
+    fi
   fi
 
   if ! curl -sf --max-time 2 --unix-socket "$sock_path" http://d/_ping >/dev/null 2>&1; then
