@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CHATML_TOOLS", "CORPUS", "build_model", "build_tokenizer"]
+__all__ = ["CHATML_TOOLS", "CORPUS", "build_model", "build_tokenizer", "save_tiny"]
 
 #: A ChatML template that renders tool specs and tool calls (Qwen/Hermes style).
 CHATML_TOOLS = (
@@ -84,3 +84,22 @@ def build_model(vocab_size: int, seed: int = 0) -> Any:
         tie_word_embeddings=False,
     )
     return LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
+
+
+def save_tiny(directory: str, seed: int = 0) -> None:
+    """Write a tiny model and its tokenizer as a local model directory.
+
+    ``gymhub train --model DIR`` loads local directories only, so this is how a reader
+    tries the whole learner in seconds without a model download.
+    """
+    tokenizer = build_tokenizer()
+    build_model(len(tokenizer), seed=seed).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: python -m gymhub.trainer.tiny DIR   (writes a tiny model + tokenizer)")
+    save_tiny(sys.argv[1])
