@@ -24,7 +24,6 @@ pure GRPO. The settings live in ``examples/sql_demo.toml``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -192,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"      serving at {server.url}")
         print("[2/6] preparing the model ...", flush=True)
         model_dir = args.model or str(prepare_smollm2())
-        cfg = dataclasses.replace(cfg, model=model_dir, env_urls=[server.url])
+        cfg = cfg.model_copy(update={"model": model_dir, "env_urls": [server.url]})
         from .loop import GRPOTrainer
 
         os.makedirs(cfg.output_dir, exist_ok=True)
