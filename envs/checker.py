@@ -1,10 +1,26 @@
 """``check_env``: the acceptance gate every environment passes before it is served or published.
 
 It runs Gymnasium's own checker, then what Gymnasium cannot know about a text
-environment: seeded determinism of whole episodes, the gold policy scoring 1.0, the
-verifier's golden cases (pass, fail, malformed — none of them an error), hostile
-actions answered with messages rather than exceptions, and a typed error for a step
-after the end. Every check runs even if an earlier one fails, so one report shows all.
+environment: seeded determinism of whole episodes, the gold policy scoring 1.0,
+evidence that the scoring tells right from wrong, hostile actions answered with
+messages rather than exceptions, and a typed error for a step after the end. Every
+check runs even if an earlier one fails, so one report shows all.
+
+Evidence that the scoring tells right from wrong comes in one of two forms:
+
+* An environment with a standalone verifier (it overrides ``verify``) declares golden
+  cases for it (pass, fail, malformed — none of them an error), and they must hold.
+  Having written a verifier, its author can say what it must accept and refuse.
+* An environment whose tools score it (a ``@tool`` returns ``Final(text, Score(...))``,
+  no ``verify``) has no verifier to feed cases to, and asking for cases anyway would
+  fail the first environment a new author writes for a reason that is not a fault.
+  The checker derives the evidence from the episodes instead: for each checked task it
+  replays the gold actions of a *different* task (one whose gold actions differ), and
+  that episode must end with a valid score below 1.0. Together with the gold policy
+  scoring 1.0, that catches what golden cases catch in a tool-scored environment: a
+  score that does not depend on the answer (always 1.0, or always 0.0), and a scoring
+  that errors. An environment with neither cases nor two tasks whose gold differs
+  cannot show either, and fails.
 """
 
 from __future__ import annotations
@@ -20,8 +36,9 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from gymhub.errors import EnvCheckFailed, EpisodeFinished
 from gymhub.types import Message, Score, ToolCall
 
-from .core import MAX_ACTION_CHARS, TextEnv
-from .rollout import gold_policy, run_episode
+from .core import MAX_ACTION_CHARS, TextEnv, VerifierCase
+from .rollout import Policy, gold_policy, run_episode
+from .tasks import Task
 
 __all__ = ["CheckReport", "CheckResult", "bad_actions", "check_env"]
 
@@ -111,7 +128,8 @@ def check_env(
         env: the environment (unwrapped).
         gold_tasks: how many tasks the gold policy must solve (``None``: all of them).
         seeds: seeds for the determinism check.
-        verifier_tasks: tasks whose golden verifier cases are checked.
+        verifier_tasks: tasks whose golden verifier cases are checked (or, for an
+            environment scored by its tools, that play another task's gold actions).
         raise_on_failure: raise :class:`EnvCheckFailed` if any check fails.
 
     Returns:
@@ -133,7 +151,7 @@ def check_env(
     run("gymnasium.check_env", lambda: _gymnasium(env))
     run("seeded determinism", lambda: _determinism(env, seeds))
     run("gold policy scores 1.0", lambda: _gold(env, gold_tasks))
-    run("verifier golden cases", lambda: _verifier_cases(env, verifier_tasks))
+    run("verifier golden cases", lambda: _scoring_evidence(env, verifier_tasks))
     run("bad actions answered", lambda: _bad_actions(env))
     run("step after end is a typed error", lambda: _after_end(env))
     env.close()
@@ -185,26 +203,79 @@ def _gold(env: TextEnv, limit: int | None) -> str:
     return f"{len(tasks)} tasks"
 
 
-def _verifier_cases(env: TextEnv, limit: int) -> str:
+def _scoring_evidence(env: TextEnv, limit: int) -> str:
+    cases = [(task, case) for task in env.tasks[:limit] for case in env.verifier_cases(task)]
+    if cases:
+        return _verifier_cases(env, cases)
+    if isinstance(env, TextEnv) and type(env).verify is TextEnv.verify:
+        return _wrong_answers(env, limit)
+    raise AssertionError("the environment has a verifier (verify) but declares no golden "
+                         "cases for it (verifier_cases)")
+
+
+def _verifier_cases(env: TextEnv, cases: list[tuple[Task, VerifierCase]]) -> str:
     count = 0
-    for task in env.tasks[:limit]:
-        for case in env.verifier_cases(task):
-            s = env.verify(case.submission, task)
-            count += 1
-            where = f"{task.id} {case.expect} ({case.note or case.submission!r})"
-            if not s.ok:
-                raise AssertionError(f"{where}: verifier error {s.error}")
-            if case.expect == "pass" and s.value < 1.0 - 1e-9:
-                raise AssertionError(f"{where}: expected 1.0, got {s.value} {s.details}")
-            if case.expect == "fail" and s.value >= 1.0 - 1e-9:
-                raise AssertionError(f"{where}: expected a fail, got {s.value}")
-            if case.expect == "malformed" and (s.value != 0.0 or not s.details.get("reason")):
-                raise AssertionError(
-                    f"{where}: expected 0.0 with a reason, got {s.value} {s.details}"
-                )
-    if count == 0:
-        raise AssertionError("the environment declares no verifier golden cases")
+    for task, case in cases:
+        s = env.verify(case.submission, task)
+        count += 1
+        where = f"{task.id} {case.expect} ({case.note or case.submission!r})"
+        if not s.ok:
+            raise AssertionError(f"{where}: verifier error {s.error}")
+        if case.expect == "pass" and s.value < 1.0 - 1e-9:
+            raise AssertionError(f"{where}: expected 1.0, got {s.value} {s.details}")
+        if case.expect == "fail" and s.value >= 1.0 - 1e-9:
+            raise AssertionError(f"{where}: expected a fail, got {s.value}")
+        if case.expect == "malformed" and (s.value != 0.0 or not s.details.get("reason")):
+            raise AssertionError(
+                f"{where}: expected 0.0 with a reason, got {s.value} {s.details}"
+            )
     return f"{count} cases"
+
+
+def _gold_actions(env: TextEnv, task: Task) -> list[Message]:
+    out = run_episode(env, gold_policy, task_id=task.id)
+    return [m for m in out.transcript if m.role == "assistant"]
+
+
+def _replay(actions: list[Message]) -> Policy:
+    """A policy that plays ``actions`` in order, then repeats the last until the end."""
+    pending = iter(actions)
+
+    def policy(env: TextEnv, observation: list[Message], info: dict[str, Any]) -> Message:
+        return next(pending, actions[-1])
+
+    return policy
+
+
+def _wrong_answers(env: TextEnv, limit: int) -> str:
+    """Replay another task's gold actions on each checked task; none may score 1.0."""
+    golds: dict[str, list[Message]] = {}
+
+    def gold(task: Task) -> list[Message]:
+        if task.id not in golds:
+            golds[task.id] = _gold_actions(env, task)
+        return golds[task.id]
+
+    tasks, played = env.tasks, 0
+    for i, task in enumerate(tasks[:limit]):
+        others = (tasks[(i + k) % len(tasks)] for k in range(1, min(len(tasks), 2 * limit + 1)))
+        other = next((o for o in others if gold(o) != gold(task)), None)
+        if other is None or not gold(other):
+            continue
+        out = run_episode(env, _replay(gold(other)), task_id=task.id)
+        where = f"task {task.id} played with the gold actions of task {other.id}"
+        if out.score is None:
+            raise AssertionError(f"{where}: the episode ended without a score")
+        if not out.score.ok:
+            raise AssertionError(f"{where}: scoring error {out.score.error}")
+        if out.score.value >= 1.0 - 1e-9:
+            raise AssertionError(f"{where}: scored {out.score.value}, so the score does not "
+                                 "depend on the answer")
+        played += 1
+    if played == 0:
+        raise AssertionError("no verifier golden cases, and no two tasks whose gold actions "
+                             "differ to score a wrong answer with: declare verifier_cases")
+    return f"no standalone verifier: {played} wrong answers (other tasks' gold) scored < 1.0"
 
 
 def _bad_actions(env: TextEnv) -> str:

@@ -33,6 +33,9 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "gymhub.envs"
+#: What builds an environment: ``"package.module:Class"`` (imported lazily) or a callable.
+EntryPoint = str | Callable[..., TextEnv]
+
 _ID_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+/)?[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*-v\d+$")
 
 
@@ -51,7 +54,7 @@ class EnvSpec:
     """
 
     id: str
-    entry_point: str | Callable[..., TextEnv]
+    entry_point: EntryPoint
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     max_turns: int | None = None
     description: str = ""
@@ -108,28 +111,56 @@ class Registry:
     def __init__(self, *, discover: bool = False) -> None:
         self._specs: dict[str, EnvSpec] = {}
         self._discover = discover
+        self._discovered: set[str] = set()  # ids whose spec came from an entry point
 
     def register(
         self,
         id_or_spec: str | EnvSpec,
-        entry_point: str | Callable[..., TextEnv] | None = None,
+        entry_point: EntryPoint | None = None,
         *,
+        kwargs: Mapping[str, Any] | None = None,
+        max_turns: int | None = None,
+        description: str = "",
+        verifier: str = "",
+        tags: Sequence[str] = (),
         override: bool = False,
-        **fields: Any,
     ) -> EnvSpec:
-        """Add a spec (``register(EnvSpec(...))`` or ``register("x-v0", "mod:Cls", ...)``).
+        """Add a spec: ``register(EnvSpec(...))`` or ``register("x-v0", "mod:Cls", ...)``.
+
+        Args:
+            id_or_spec: a whole :class:`EnvSpec`, or the id ``[namespace/]name-vN``.
+            entry_point: ``"package.module:Class"`` (imported on first ``make``) or the
+                class or factory itself; required with an id.
+            kwargs: default constructor arguments.
+            max_turns: default turn budget, passed as ``max_turns`` unless overridden.
+            description: one line for listings.
+            verifier: the verifier kind that scores it, for listings.
+            tags: free-form labels.
+            override: replace a spec already registered under the id.
 
         Raises:
+            ConfigError: an invalid id or entry point, or spec fields besides a spec.
             DuplicateEnv: the id is taken and ``override`` is false.
         """
         if isinstance(id_or_spec, EnvSpec):
+            given = (entry_point, kwargs, max_turns, description, verifier, tuple(tags))
+            if given != (None, None, None, "", "", ()):
+                raise ConfigError(
+                    f"register(EnvSpec({id_or_spec.id!r})) takes no other spec fields"
+                )
             spec = id_or_spec
         else:
             if entry_point is None:
                 raise ConfigError(f"register({id_or_spec!r}) needs an entry_point")
-            spec = EnvSpec(id=id_or_spec, entry_point=entry_point, **fields)
-        if spec.id in self._specs and not override:
+            spec = EnvSpec(id=id_or_spec, entry_point=entry_point, kwargs=dict(kwargs or {}),
+                           max_turns=max_turns, description=description, verifier=verifier,
+                           tags=tuple(tags))
+        known = self._specs.get(spec.id)
+        if known is not None and not override and not (
+            spec.id in self._discovered and _same_target(known, spec)
+        ):
             raise DuplicateEnv(f"environment {spec.id!r} is already registered")
+        self._discovered.discard(spec.id)
         self._specs[spec.id] = spec
         return spec
 
@@ -163,6 +194,7 @@ class Registry:
                 self.register(EnvSpec(id=ep.name, entry_point=ep.value))
             except ConfigError:
                 continue  # a broken third-party entry point must not break the registry
+            self._discovered.add(ep.name)
             added.append(ep.name)
         return added
 
@@ -187,12 +219,51 @@ class Registry:
         return len(self.ids())
 
 
+def _target(entry_point: EntryPoint) -> str:
+    if isinstance(entry_point, str):
+        return entry_point
+    return f"{getattr(entry_point, '__module__', '')}:{getattr(entry_point, '__qualname__', '')}"
+
+
+def _same_target(known: EnvSpec, new: EnvSpec) -> bool:
+    """Whether ``new`` registers the very class ``known`` (discovered) names.
+
+    A package both advertises ``guess-v0 = "my_pkg.env:Guess"`` and calls
+    ``register("guess-v0", Guess)`` in ``my_pkg/env.py`` (the README shows both);
+    discovery records the first, and importing the module to make the environment runs
+    the second. That is one environment described twice, not a clash, so the module's
+    fuller spec replaces the discovered one. Any other second registration of an id is
+    still a :class:`DuplicateEnv`.
+    """
+    return _target(known.entry_point) == _target(new.entry_point)
+
+
 registry = Registry(discover=True)
 
 
-def register(*args: Any, **kwargs: Any) -> EnvSpec:
-    """Register on the default registry (see :meth:`Registry.register`)."""
-    return registry.register(*args, **kwargs)
+def register(
+    id_or_spec: str | EnvSpec,
+    entry_point: EntryPoint | None = None,
+    *,
+    kwargs: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+    description: str = "",
+    verifier: str = "",
+    tags: Sequence[str] = (),
+    override: bool = False,
+) -> EnvSpec:
+    """Register an environment on the default registry.
+
+    ``register("guess-v0", Guess)`` or ``register("guess-v0", "my_pkg.env:Guess",
+    max_turns=5)``; the arguments are those of :meth:`Registry.register`.
+
+    Raises:
+        ConfigError: an invalid id or entry point.
+        DuplicateEnv: the id is taken and ``override`` is false.
+    """
+    return registry.register(id_or_spec, entry_point, kwargs=kwargs, max_turns=max_turns,
+                             description=description, verifier=verifier, tags=tags,
+                             override=override)
 
 
 def make(env_id: str, **kwargs: Any) -> TextEnv:

@@ -7,7 +7,8 @@ stays light.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from gymhub.errors import (
     ConfigError,
@@ -17,6 +18,12 @@ from gymhub.errors import (
     TaskNotFound,
 )
 from gymhub.types import Message, Score, StepResult, ToolCall, ToolSpec
+
+if TYPE_CHECKING:  # the wrappers below import these lazily, so `import gymhub` stays light
+    from gymnasium import Env
+
+    from gymhub.envs import CheckReport, EnvSpec, TextEnv
+    from gymhub.envs.registration import EntryPoint
 
 __version__ = "0.1.0"
 
@@ -38,7 +45,7 @@ __all__ = [
 ]
 
 
-def make(env_id: str, **kwargs: Any) -> Any:
+def make(env_id: str, **kwargs: Any) -> Env[list[Message], Message]:
     """Build an environment by id, or connect to a served one by URL.
 
     ``make("sql-v0")`` builds a registered environment (see :func:`gymhub.envs.make`);
@@ -56,15 +63,34 @@ def make(env_id: str, **kwargs: Any) -> Any:
     return _make(env_id, **kwargs)
 
 
-def register(*args: Any, **kwargs: Any) -> Any:
+def register(
+    id_or_spec: str | EnvSpec,
+    entry_point: EntryPoint | None = None,
+    *,
+    kwargs: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+    description: str = "",
+    verifier: str = "",
+    tags: Sequence[str] = (),
+    override: bool = False,
+) -> EnvSpec:
     """Register an environment on the default registry (see :func:`gymhub.envs.register`)."""
     from gymhub.envs import register as _register
 
-    return _register(*args, **kwargs)
+    return _register(id_or_spec, entry_point, kwargs=kwargs, max_turns=max_turns,
+                     description=description, verifier=verifier, tags=tags, override=override)
 
 
-def check_env(env: Any, **kwargs: Any) -> Any:
+def check_env(
+    env: TextEnv,
+    *,
+    gold_tasks: int | None = 25,
+    seeds: Sequence[int] = (0, 1, 2),
+    verifier_tasks: int = 5,
+    raise_on_failure: bool = True,
+) -> CheckReport:
     """Run the environment checker (see :func:`gymhub.envs.check_env`)."""
     from gymhub.envs import check_env as _check
 
-    return _check(env, **kwargs)
+    return _check(env, gold_tasks=gold_tasks, seeds=seeds, verifier_tasks=verifier_tasks,
+                  raise_on_failure=raise_on_failure)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -264,8 +265,34 @@ _DELEGATED = {
 }
 
 
+#: Exit status of a command whose reader went away (128 + SIGPIPE, what a shell reports).
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gymhub`` script."""
+    """Entry point of the ``gymhub`` script.
+
+    A reader that stops early (``gymhub train --help | head -3``) is normal use, not a
+    crash: the broken pipe ends the command quietly with status 141, as ``SIGPIPE``
+    would end a C tool. Stdout is flushed here, inside the handler, so that the error
+    cannot surface later at interpreter exit, and then pointed at ``/dev/null`` so that
+    Python's own final flush has nowhere to fail.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file descriptor (e.g. captured)
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _DELEGATED:
         import importlib

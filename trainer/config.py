@@ -2,410 +2,423 @@
 
 A run is described by a TOML file of flat ``key = value`` pairs (the field names
 below) and may be overridden on the command line with ``--key value`` (or
-``--key=value``; dashes and underscores are interchangeable). Values from the command
-line are coerced to the field's type; unknown keys and bad values fail before
-anything is loaded, with a "did you mean" hint. Each field's documentation lives in
-its ``metadata["doc"]`` and is shown by :func:`describe`.
+``--key=value``; dashes and underscores are interchangeable). Unknown keys and bad
+values fail before anything is loaded, as a :class:`~gymhub.errors.ConfigError` that
+names the key (with a "did you mean" hint for a misspelt one).
+
+Why pydantic and argparse, and where the line between them is:
+
+* :class:`GRPOConfig` is a pydantic model: the field types, ranges (``Field(ge=...)``)
+  and cross-field rules are declared once and pydantic enforces them, in strict mode,
+  because a TOML file is already typed and ``group_size = "8"`` is a mistake to report,
+  not a string to coerce. Each field's ``description`` is what ``--help`` shows.
+* The command line is read by :mod:`argparse` (every field is an option, a ``bool``
+  may be a bare flag) and each value, a string, is converted by pydantic's lax mode
+  for that field's type (``"1e-4"``, ``"yes"``, ``"grpo"``). The only syntax of our
+  own is what a shell string cannot otherwise say: ``none`` for an optional value,
+  ``a,b`` for a list and ``k=v,k2=v2`` for a table (JSON works for both too).
+
+pydantic's and argparse's own messages are rewritten into one line per problem that
+names the key, because the person reading it typed a TOML key or a flag, not a
+pydantic location.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
 import difflib
 import json
 import tomllib
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from gymhub.errors import ConfigError
 
 __all__ = ["FOREIGN_TABLES", "GRPOConfig", "describe", "load_config", "parse_overrides"]
 
-
-def _f(default: Any, doc: str) -> Any:
-    """A dataclass field with an immutable default and its documentation."""
-    return field(default=default, metadata={"doc": doc})
+_LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-@dataclass
-class GRPOConfig:
-    """Configuration of one GRPO run. Defaults are a small, safe CPU run."""
+class GRPOConfig(BaseModel):
+    """Configuration of one GRPO run. Defaults are a small, safe CPU run.
+
+    Construction validates every field (types strictly, ranges, cross-field rules) and
+    raises :class:`~gymhub.errors.ConfigError` naming the key; attribute assignment
+    afterwards is not re-validated, as with the dataclass this replaced.
+    """
+
+    # defer_build: ``gymhub train --help`` reads the fields, not the validator.
+    model_config = ConfigDict(strict=True, extra="forbid", defer_build=True)
 
     # --- model and engine
-    model: str = _f(
-        "", "Path of a local transformers model directory (config, weights, tokenizer)."
+    model: str = Field(
+        default="",
+        description="Path of a local transformers model directory (config, weights, tokenizer).",
     )
-    tokenizer: str | None = _f(None, "Tokenizer directory when it differs from `model`.")
-    engine: Literal["transformers", "vllm", "vllm-server"] = _f(
-        "transformers",
-        "Generation engine: in-process transformers, colocated vLLM, or a vLLM server.",
+    tokenizer: str | None = Field(
+        default=None, description="Tokenizer directory when it differs from `model`."
     )
-    engine_url: str | None = _f(
-        None, "Base URL of the vLLM OpenAI-compatible server (engine=vllm-server)."
+    engine: Literal["transformers", "vllm", "vllm-server"] = Field(
+        default="transformers",
+        description="Generation engine: in-process transformers, colocated vLLM, or a vLLM "
+        "server.",
     )
-    vllm_gpu_memory_utilization: float = _f(
-        0.3, "Fraction of GPU memory vLLM may take (colocated)."
+    engine_url: str | None = Field(
+        default=None,
+        description="Base URL of the vLLM OpenAI-compatible server (engine=vllm-server).",
     )
-    vllm_enforce_eager: bool = _f(
-        True, "Disable CUDA graphs in vLLM (stable weight updates, less memory)."
+    vllm_gpu_memory_utilization: float = Field(
+        default=0.3, description="Fraction of GPU memory vLLM may take (colocated)."
     )
-    vllm_enable_prefix_caching: bool = _f(
-        True, "Reuse KV cache across turns of an episode in vLLM."
+    vllm_enforce_eager: bool = Field(
+        default=True,
+        description="Disable CUDA graphs in vLLM (stable weight updates, less memory).",
     )
-    vllm_enable_sleep_mode: bool = _f(False, "Free vLLM's memory while the trainer updates.")
+    vllm_enable_prefix_caching: bool = Field(
+        default=True, description="Reuse KV cache across turns of an episode in vLLM."
+    )
+    vllm_enable_sleep_mode: bool = Field(
+        default=False, description="Free vLLM's memory while the trainer updates."
+    )
     # --- environments
-    env_ids: list[str] = field(
+    env_ids: list[str] = Field(
         default_factory=lambda: ["echo-v0"],
-        metadata={"doc": "Environment ids to train on; tasks are drawn from all of them."},
+        min_length=1,
+        description="Environment ids to train on; tasks are drawn from all of them.",
     )
-    env_urls: list[str] = field(
+    env_urls: list[str] = Field(
         default_factory=list,
-        metadata={"doc": "Environment server URLs; empty runs the environments in-process."},
+        description="Environment server URLs; empty runs the environments in-process.",
     )
-    env_args: dict[str, Any] = field(
+    env_args: dict[str, Any] = Field(
         default_factory=dict,
-        metadata={
-            "doc": "Constructor arguments of every environment in env_ids (TOML table "
-            "[env]), e.g. show_schema = true. In-process they go to gymhub.envs.make; "
-            "against servers (env_urls) they belong to `gymhub serve --env-arg`, and a "
-            "server that runs with other arguments is an error at start (empty: accept "
-            "whatever the servers run)."
-        },
+        description="Constructor arguments of every environment in env_ids (TOML table "
+        "[env]), e.g. show_schema = true. In-process they go to gymhub.envs.make; against "
+        "servers (env_urls) they belong to `gymhub serve --env-arg`, and a server that runs "
+        "with other arguments is an error at start (empty: accept whatever the servers run).",
     )
-    tool_parser: Literal["hermes", "json", "tags"] = _f(
-        "hermes", "How tool calls are read from the model's text (see trainer.parsers)."
+    tool_parser: Literal["hermes", "json", "tags"] = Field(
+        default="hermes",
+        description="How tool calls are read from the model's text (see trainer.parsers).",
     )
-    tag_tools: dict[str, str] = field(
+    tag_tools: dict[str, str] = Field(
         default_factory=dict,
-        metadata={
-            "doc": "For tool_parser=tags: tag -> 'tool' or 'tool:argument' "
-            "(e.g. {sql = 'query:sql', submit = 'submit:answer'})."
-        },
+        description="For tool_parser=tags: tag -> 'tool' or 'tool:argument' "
+        "(e.g. {sql = 'query:sql', submit = 'submit:answer'}).",
     )
-    eval_tasks: int = _f(
-        0,
-        "Tasks per environment held out for evaluation (never trained on): those whose "
-        "hash of 'env/task_id' sorts first, so the split does not depend on task order.",
+    eval_tasks: int = Field(
+        default=0,
+        ge=0,
+        description="Tasks per environment held out for evaluation (never trained on): those "
+        "whose hash of 'env/task_id' sorts first, so the split does not depend on task order.",
     )
-    task_filter: dict[str, str] = field(
+    task_filter: dict[str, str] = Field(
         default_factory=dict,
-        metadata={
-            "doc": "Keep only tasks whose meta[key] is one of the comma-separated values "
-            "(e.g. {difficulty = 'easy', schema = 'retail,hr'}); applied before the split."
-        },
+        description="Keep only tasks whose meta[key] is one of the comma-separated values "
+        "(e.g. {difficulty = 'easy', schema = 'retail,hr'}); applied before the split.",
     )
-    instructions: str = _f(
-        "",
-        "Text appended to the environment's system message (e.g. the answer format the "
-        "tool parser expects); part of the prompt the model is trained on.",
+    instructions: str = Field(
+        default="",
+        description="Text appended to the environment's system message (e.g. the answer "
+        "format the tool parser expects); part of the prompt the model is trained on.",
     )
-    render_tools: bool = _f(
-        True,
-        "Pass the environment's tool schemas to the chat template (off for tag-style "
-        "parsing, where they only lengthen the prompt).",
+    render_tools: bool = Field(
+        default=True,
+        description="Pass the environment's tool schemas to the chat template (off for "
+        "tag-style parsing, where they only lengthen the prompt).",
     )
     # --- sampling and budgets
-    group_size: int = _f(4, "G: episodes per task; they share the GRPO baseline.")
-    tasks_per_step: int = _f(
-        2, "Tasks per step; a step trains on tasks_per_step * group_size episodes."
+    group_size: int = Field(
+        default=4, ge=2, description="G: episodes per task; they share the GRPO baseline."
     )
-    max_steps: int = _f(10, "Training steps (one rollout batch and its updates each).")
-    max_turns: int = _f(4, "Assistant turns per episode before it is truncated.")
-    max_tokens_per_turn: int = _f(64, "Tokens the model may generate in one turn.")
-    max_tokens_per_episode: int = _f(256, "Tokens the model may generate over a whole episode.")
-    max_context_tokens: int = _f(
-        2048, "Total episode length (prompt + all turns) before truncation."
+    tasks_per_step: int = Field(
+        default=2,
+        ge=1,
+        description="Tasks per step; a step trains on tasks_per_step * group_size episodes.",
     )
-    temperature: float = _f(1.0, "Sampling temperature (also divides the trainer's logits).")
-    top_p: float = _f(1.0, "Nucleus sampling threshold.")
-    stop: list[str] = field(
+    max_steps: int = Field(
+        default=10, ge=0, description="Training steps (one rollout batch and its updates each)."
+    )
+    max_turns: int = Field(
+        default=4, ge=1, description="Assistant turns per episode before it is truncated."
+    )
+    max_tokens_per_turn: int = Field(
+        default=64, ge=1, description="Tokens the model may generate in one turn."
+    )
+    max_tokens_per_episode: int = Field(
+        default=256, ge=1, description="Tokens the model may generate over a whole episode."
+    )
+    max_context_tokens: int = Field(
+        default=2048, ge=1, description="Total episode length (prompt + all turns) before "
+        "truncation."
+    )
+    temperature: float = Field(
+        default=1.0, ge=0, description="Sampling temperature (also divides the trainer's logits)."
+    )
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling threshold.")
+    stop: list[str] = Field(
         default_factory=list,
-        metadata={"doc": "Extra stop strings (the end-of-turn token always stops)."},
+        description="Extra stop strings (the end-of-turn token always stops).",
     )
-    max_concurrent_episodes: int = _f(64, "Episodes in flight at once.")
+    max_concurrent_episodes: int = Field(
+        default=64, ge=1, description="Episodes in flight at once."
+    )
     # --- optimisation
-    learning_rate: float = _f(1e-5, "Peak AdamW learning rate.")
-    lr_schedule: Literal["constant", "linear", "cosine"] = _f("constant", "Decay after warm-up.")
-    warmup_steps: int = _f(0, "Optimizer steps of linear warm-up.")
-    weight_decay: float = _f(0.0, "AdamW weight decay.")
-    max_grad_norm: float = _f(1.0, "Gradient clipping norm; 0 disables.")
-    micro_batch_size: int = _f(4, "Trajectories per forward/backward pass.")
-    gradient_accumulation_steps: int = _f(
-        0, "Micro-batches per optimizer step; 0 = the whole rollout batch in one update."
+    learning_rate: float = Field(default=1e-5, description="Peak AdamW learning rate.")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        default="constant", description="Decay after warm-up."
+    )
+    warmup_steps: int = Field(default=0, ge=0, description="Optimizer steps of linear warm-up.")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(
+        default=1.0, ge=0, description="Gradient clipping norm; 0 disables."
+    )
+    micro_batch_size: int = Field(
+        default=4, ge=1, description="Trajectories per forward/backward pass."
+    )
+    gradient_accumulation_steps: int = Field(
+        default=0,
+        ge=0,
+        description="Micro-batches per optimizer step; 0 = the whole rollout batch in one update.",
     )
     # --- loss (see trainer.losses)
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = _f("dapo", "Loss aggregation.")
-    importance_sampling_level: Literal["token", "sequence"] = _f(
-        "token", "Importance ratio per token, or per sequence (GSPO)."
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field(
+        default="dapo", description="Loss aggregation."
     )
-    epsilon_low: float = _f(0.2, "Lower clip: ratios below 1 - epsilon_low stop the gradient.")
-    epsilon_high: float = _f(0.28, "Upper clip (DAPO clip-higher).")
-    delta: float | None = _f(
-        None, "Two-sided bound on the ratio for negative advantages (INTELLECT-2)."
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        default="token", description="Importance ratio per token, or per sequence (GSPO)."
     )
-    beta: float = _f(0.0, "Weight of the k3 KL to the reference model; 0 loads no reference.")
-    tis_cap: float | None = _f(
-        None, "Cap of the truncated importance weight engine -> trainer; None = off."
+    epsilon_low: float = Field(
+        default=0.2,
+        ge=0,
+        description="Lower clip: ratios below 1 - epsilon_low stop the gradient.",
+    )
+    epsilon_high: float = Field(default=0.28, ge=0, description="Upper clip (DAPO clip-higher).")
+    delta: float | None = Field(
+        default=None,
+        description="Two-sided bound (> 1 + epsilon_high) on the ratio for negative "
+        "advantages (INTELLECT-2).",
+    )
+    beta: float = Field(
+        default=0.0, ge=0, description="Weight of the k3 KL to the reference model; 0 loads no "
+        "reference."
+    )
+    tis_cap: float | None = Field(
+        default=None,
+        gt=0,
+        description="Cap of the truncated importance weight engine -> trainer; None = off.",
     )
     # --- credit assignment (see trainer.advantages)
-    reward_scaling: Literal["group", "batch", "none"] = _f("group", "Std used to scale advantages.")
-    dynamic_sampling: bool = _f(False, "Drop zero-variance groups from the loss (DAPO).")
-    mask_truncated: bool = _f(False, "Mask episodes that hit a budget from the loss.")
-    use_turn_rewards: bool = _f(False, "Add per-turn rewards to the final score in the return.")
-    discount: float = _f(1.0, "Discount of per-turn rewards, counted from the first turn.")
+    reward_scaling: Literal["group", "batch", "none"] = Field(
+        default="group", description="Std used to scale advantages."
+    )
+    dynamic_sampling: bool = Field(
+        default=False, description="Drop zero-variance groups from the loss (DAPO)."
+    )
+    mask_truncated: bool = Field(
+        default=False, description="Mask episodes that hit a budget from the loss."
+    )
+    use_turn_rewards: bool = Field(
+        default=False, description="Add per-turn rewards to the final score in the return."
+    )
+    discount: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Discount of per-turn rewards, counted from the first turn.",
+    )
     # --- model adaptation and precision
-    finetune: Literal["lora", "full"] = _f("lora", "LoRA adapters (peft) or full fine-tuning.")
-    lora_r: int = _f(16, "LoRA rank (size of the low-rank update).")
-    lora_alpha: int = _f(32, "LoRA alpha (the update is scaled by alpha / r).")
-    lora_dropout: float = _f(0.0, "LoRA dropout (0 keeps rollouts and updates consistent).")
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ],
-        metadata={"doc": "Module names that get LoRA adapters."},
+    finetune: Literal["lora", "full"] = Field(
+        default="lora", description="LoRA adapters (peft) or full fine-tuning."
     )
-    bf16: bool = _f(False, "Load and train the model in bfloat16.")
-    gradient_checkpointing: bool = _f(False, "Recompute activations in backward to save memory.")
+    lora_r: int = Field(default=16, ge=1, description="LoRA rank (size of the low-rank update).")
+    lora_alpha: int = Field(
+        default=32, description="LoRA alpha (the update is scaled by alpha / r)."
+    )
+    lora_dropout: float = Field(
+        default=0.0, description="LoRA dropout (0 keeps rollouts and updates consistent)."
+    )
+    lora_target_modules: list[str] = Field(
+        default_factory=lambda: list(_LORA_MODULES),
+        description="Module names that get LoRA adapters.",
+    )
+    bf16: bool = Field(default=False, description="Load and train the model in bfloat16.")
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in backward to save memory."
+    )
     # --- bookkeeping
-    checkpoint_interval: int = _f(0, "Steps between checkpoints; 0 = only at the end.")
-    eval_interval: int = _f(0, "Steps between evaluations on held-out tasks; 0 = off.")
-    seed: int = _f(0, "Seed of task order, sampling and initialisation.")
-    output_dir: str = _f("runs/grpo", "Where metrics, trajectories and checkpoints go.")
-    resume: str | None = _f(None, "Checkpoint directory to resume from, or 'latest'.")
-    save_trajectories: bool = _f(True, "Write every trajectory to trajectories.jsonl.")
-    drift_check: Literal["off", "warn", "strict"] = _f(
-        "warn", "Compare each episode's ids with a full render: report, raise, or skip."
+    checkpoint_interval: int = Field(
+        default=0, ge=0, description="Steps between checkpoints; 0 = only at the end."
     )
-    progress: bool = _f(True, "Show a progress line on stderr.")
-    report: bool = _f(
-        True, "At the end, write report.json and a reward-curve PNG to output_dir."
+    eval_interval: int = Field(
+        default=0, ge=0, description="Steps between evaluations on held-out tasks; 0 = off."
     )
-    tensorboard: bool = _f(
-        True, "Also log scalars to output_dir/tensorboard when TensorBoard is installed."
+    seed: int = Field(default=0, description="Seed of task order, sampling and initialisation.")
+    output_dir: str = Field(
+        default="runs/grpo", description="Where metrics, trajectories and checkpoints go."
+    )
+    resume: str | None = Field(
+        default=None, description="Checkpoint directory to resume from, or 'latest'."
+    )
+    save_trajectories: bool = Field(
+        default=True, description="Write every trajectory to trajectories.jsonl."
+    )
+    drift_check: Literal["off", "warn", "strict"] = Field(
+        default="warn",
+        description="Compare each episode's ids with a full render: report, raise, or skip.",
+    )
+    progress: bool = Field(default=True, description="Show a progress line on stderr.")
+    report: bool = Field(
+        default=True,
+        description="At the end, write report.json and a reward-curve PNG to output_dir.",
+    )
+    tensorboard: bool = Field(
+        default=True,
+        description="Also log scalars to output_dir/tensorboard when TensorBoard is installed.",
     )
 
-    def __post_init__(self) -> None:
-        self.validate()
+    if not TYPE_CHECKING:  # type checkers keep the typed keyword __init__ pydantic declares
 
-    def validate(self) -> None:
-        """Check types of literals and ranges.
+        def __init__(self, **data: Any) -> None:
+            # pydantic wraps every ValueError raised during validation (ConfigError is
+            # one) in a ValidationError; this is the one place that turns it back.
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise _config_error(exc, data) from None
 
-        Raises:
-            ConfigError: naming the field and the allowed values.
-        """
-        hints = _hints()
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            allowed = _literal_values(hints[f.name])
-            if allowed and value not in allowed:
-                raise ConfigError(f"{f.name} must be one of {list(allowed)}, got {value!r}")
-        positive = (
-            "group_size",
-            "tasks_per_step",
-            "max_turns",
-            "max_tokens_per_turn",
-            "max_tokens_per_episode",
-            "max_context_tokens",
-            "micro_batch_size",
-            "max_concurrent_episodes",
-            "lora_r",
-        )
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        nonneg = (
-            "max_steps",
-            "warmup_steps",
-            "gradient_accumulation_steps",
-            "checkpoint_interval",
-            "eval_interval",
-            "eval_tasks",
-            "beta",
-            "weight_decay",
-            "max_grad_norm",
-            "epsilon_low",
-            "epsilon_high",
-        )
-        for name in nonneg:
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ConfigError("group_size must be >= 2: GRPO needs a group to form a baseline")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0.0 <= self.discount <= 1.0:
-            raise ConfigError(f"discount must be in [0, 1], got {self.discount}")
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> Self:
         if self.delta is not None and self.delta <= 1.0 + self.epsilon_high:
-            raise ConfigError(f"delta must exceed 1 + epsilon_high = {1 + self.epsilon_high}")
-        if self.tis_cap is not None and self.tis_cap <= 0:
-            raise ConfigError(f"tis_cap must be > 0, got {self.tis_cap}")
+            raise ValueError(f"delta must exceed 1 + epsilon_high = {1 + self.epsilon_high}")
         if self.engine == "vllm-server" and not self.engine_url:
-            raise ConfigError("engine 'vllm-server' needs engine_url")
-        if not self.env_ids:
-            raise ConfigError("env_ids must name at least one environment")
+            raise ValueError("engine 'vllm-server' needs engine_url")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-ready dict of every field."""
-        return dataclasses.asdict(self)
+        """Plain, JSON-ready dict of every field (what checkpoints record)."""
+        return self.model_dump()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GRPOConfig:
-        """Build from a mapping, rejecting unknown keys and values of the wrong type.
+        """Build from a mapping (e.g. parsed TOML); keys may use dashes or underscores.
 
         Raises:
             ConfigError: unknown key (with a suggestion) or a value of the wrong type.
         """
-        hints = _hints()
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            name = _resolve_key(str(key))
-            kwargs[name] = _check_type(name, value, hints[name])
-        return cls(**kwargs)
+        return cls(**{_normalise(str(k)): v for k, v in data.items()})
 
 
-_HINTS: dict[str, Any] = {}
+# ------------------------------------------------------------------- messages
+def _normalise(key: str) -> str:
+    return key.strip().lstrip("-").replace("-", "_")
 
 
-def _hints() -> dict[str, Any]:
-    if not _HINTS:
-        _HINTS.update(typing.get_type_hints(GRPOConfig))
-    return _HINTS
-
-
-def _field_names() -> list[str]:
-    return [f.name for f in dataclasses.fields(GRPOConfig)]
-
-
-def _resolve_key(key: str) -> str:
-    name = key.strip().lstrip("-").replace("-", "_")
-    names = _field_names()
-    if name in names:
-        return name
-    close = difflib.get_close_matches(name, names, n=1)
+def _unknown_key(key: str) -> ConfigError:
+    close = difflib.get_close_matches(_normalise(key), list(GRPOConfig.model_fields), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown config key {key!r}{hint}")
+    return ConfigError(f"unknown config key {key!r}{hint}")
 
 
-def _literal_values(tp: Any) -> tuple[Any, ...]:
-    if typing.get_origin(tp) is Literal:
-        return typing.get_args(tp)
-    return ()
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+           "less_than_equal": "<="}
 
 
-def _optional(tp: Any) -> tuple[Any, bool]:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return tp, False
+def _explain(err: ErrorDetails, data: Mapping[str, Any], flag: str = "") -> str:
+    """One line for one pydantic error, naming the key (or ``flag`` on the command line)."""
+    kind, loc, ctx = err["type"], err["loc"], err.get("ctx", {})
+    if not loc:  # a cross-field rule: its message already names the keys
+        return str(ctx.get("error", err["msg"]))
+    key = str(loc[0])
+    if kind == "extra_forbidden":
+        return str(_unknown_key(key))
+    name = flag or key
+    value = data.get(key, err["input"])
+    if kind == "literal_error":
+        return f"{name} must be one of {ctx['expected']}, got {value!r}"
+    if kind in _BOUNDS:
+        limit = next(iter(ctx.values()))
+        return f"{name} must be {_BOUNDS[kind]} {limit}, got {value!r}"
+    if kind == "too_short":
+        return f"{name} must not be empty"
+    field = GRPOConfig.model_fields.get(key)
+    expected = _type_name(field.annotation) if field is not None else "another type"
+    return f"{name} expects {expected}, got {value!r}"
 
 
-def _check_type(name: str, value: Any, tp: Any) -> Any:
-    """Validate a value that came from TOML (already typed)."""
-    inner, optional = _optional(tp)
-    if value is None and optional:
-        return None
-    bad = ConfigError(f"{name} expects {_type_name(tp)}, got {value!r}")
-    if _literal_values(inner):
-        if value not in _literal_values(inner):
-            raise ConfigError(
-                f"{name} must be one of {list(_literal_values(inner))}, got {value!r}"
-            )
-        return value
-    if inner is bool:
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if inner is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-        return value
-    if inner is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise bad
-        return float(value)
-    if inner is str:
-        if not isinstance(value, str):
-            raise bad
-        return value
-    origin = typing.get_origin(inner)
-    if origin is list:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise bad
-        return list(value)
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise bad
-        if typing.get_args(inner)[1] is str and not all(isinstance(v, str)
-                                                        for v in value.values()):
-            raise bad
-        return {str(k): v for k, v in value.items()}
-    raise bad  # pragma: no cover - every field type is handled above
+def _config_error(
+    exc: ValidationError, data: Mapping[str, Any], flag: str = "", field: str = ""
+) -> ConfigError:
+    """``field``: the key a one-field validation (no location of its own) was about."""
+    errors = exc.errors()
+    if field:
+        errors = [{**e, "loc": (field, *e["loc"])} for e in errors]
+    lines = list(dict.fromkeys(_explain(e, data, flag) for e in errors))
+    return ConfigError("; ".join(lines))
+
+
+def _union_args(tp: Any) -> tuple[Any, ...] | None:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return tuple(a for a in typing.get_args(tp) if a is not type(None))
+    return None
 
 
 def _type_name(tp: Any) -> str:
-    inner, optional = _optional(tp)
-    lit = _literal_values(inner)
-    base = ("one of " + "/".join(map(str, lit))) if lit else getattr(inner, "__name__", str(inner))
-    if typing.get_origin(inner) is list:
-        base = "a list of strings"
-    elif typing.get_origin(inner) is dict:
-        base = "a table of strings"
-    return base + (" or none" if optional else "")
+    """How ``--help`` and error messages spell a field's type."""
+    inner = _union_args(tp)
+    if inner is not None and len(inner) == 1:
+        return _type_name(inner[0]) + " or none"
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return "one of " + "/".join(map(str, args))
+    if origin is list:
+        return "a list of strings"
+    if origin is dict:
+        return "a table of strings" if args[1] is str else "a table"
+    return str(getattr(tp, "__name__", tp))
 
 
-def _coerce(name: str, raw: str, tp: Any) -> Any:
-    """Turn a command-line string into the field's type."""
-    inner, optional = _optional(tp)
+def _constraints(name: str) -> str:
+    """``" >= 2"``-style bounds of a field, from its pydantic metadata."""
+    parts = []
+    for meta in GRPOConfig.model_fields[name].metadata:
+        for attr, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            if getattr(meta, attr, None) is not None:
+                parts.append(f"{op} {getattr(meta, attr)}")
+    return (" " + ", ".join(parts)) if parts else ""
+
+
+# --------------------------------------------------------------- command line
+def _coerce(name: str, raw: str) -> Any:
+    """A command-line string -> the field's type, by pydantic's lax mode for that type."""
+    tp: Any = GRPOConfig.model_fields[name].annotation
+    flag = "--" + name.replace("_", "-")
     text = raw.strip()
-    if optional and text.lower() in ("none", "null", ""):
+    if _union_args(tp) is not None and text.lower() in ("none", "null", ""):
         return None
-    err = ConfigError(f"--{name.replace('_', '-')} expects {_type_name(tp)}, got {raw!r}")
-    if _literal_values(inner):
-        return _check_type(name, text, inner)
-    if inner is bool:
-        low = text.lower()
-        if low in ("1", "true", "yes", "on"):
-            return True
-        if low in ("0", "false", "no", "off"):
-            return False
-        raise err
-    if inner in (int, float):
-        try:
-            return inner(text)
-        except ValueError:
-            raise err from None
-    if inner is str:
-        return raw
-    origin = typing.get_origin(inner)
-    if origin in (list, dict):
-        if text.startswith(("[", "{")):
-            try:
-                return _check_type(name, json.loads(text), inner)
-            except json.JSONDecodeError:
-                raise err from None
+    origin = typing.get_origin(tp)
+    value: Any = raw if tp is str else text
+    try:
+        if origin in (list, dict) and text.startswith(("[", "{")):
+            return TypeAdapter(tp).validate_json(text)
         if origin is list:
-            return [p.strip() for p in text.split(",") if p.strip()]
-        pairs = [p.partition("=") for p in text.split(",") if p.strip()]
-        if not all(sep for _, sep, _ in pairs):
-            raise err
-        if typing.get_args(inner)[1] is str:
-            return {k.strip(): v.strip() for k, _, v in pairs}
-        return {k.strip(): _json_or_text(v.strip()) for k, _, v in pairs}
-    raise err  # pragma: no cover
+            value = [p.strip() for p in text.split(",") if p.strip()]
+        elif origin is dict:
+            pairs = [p.partition("=") for p in text.split(",") if p.strip()]
+            if not all(sep for _, sep, _ in pairs):
+                raise ConfigError(f"{flag} expects {_type_name(tp)} as k=v,k2=v2, got {raw!r}")
+            texts = typing.get_args(tp)[1] is str
+            value = {k.strip(): v.strip() if texts else _json_or_text(v.strip())
+                     for k, _, v in pairs}
+        return TypeAdapter(tp).validate_python(value, strict=False)
+    except ValidationError as exc:
+        raise _config_error(exc, {name: raw}, flag, name) from None
 
 
 def _json_or_text(text: str) -> Any:
@@ -416,35 +429,45 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
+def _argument_parser() -> argparse.ArgumentParser:
+    """One option per field, both spellings; a ``bool`` may stand alone (``--bf16``)."""
+    parser = argparse.ArgumentParser(
+        prog="gymhub train", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
+    for name, info in GRPOConfig.model_fields.items():
+        flags = dict.fromkeys([f"--{name.replace('_', '-')}", f"--{name}"])
+        bare = {"nargs": "?", "const": "true"} if info.annotation is bool else {}
+        parser.add_argument(*flags, dest=name, default=argparse.SUPPRESS, **bare)  # type: ignore[arg-type]
+    return parser
+
+
 def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
     """Parse ``--key value`` / ``--key=value`` pairs into typed values.
 
-    A bare ``--flag`` followed by another ``--key`` (or nothing) means ``true``.
+    A bare ``--flag`` followed by another ``--key`` (or nothing) means ``true``. A value
+    that begins with a dash other than a plain negative number (``-3``, ``-0.5``) needs
+    the ``--key=value`` form.
 
     Raises:
-        ConfigError: a stray value, an unknown key or a value that does not coerce.
+        ConfigError: a stray value, an unknown key or a value that does not convert.
     """
-    hints = _hints()
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if not tok.startswith("--"):
-            raise ConfigError(f"expected --key value, got {tok!r}")
-        key, eq, val = tok[2:].partition("=")
-        name = _resolve_key(key)
-        if not eq:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            if nxt is None or (nxt.startswith("--") and len(nxt) > 2 and not nxt[2].isdigit()):
-                if _optional(hints[name])[0] is not bool:
-                    raise ConfigError(f"--{key} needs a value ({_type_name(hints[name])})")
-                val, i = "true", i + 1
-            else:
-                val, i = nxt, i + 2
-        else:
-            i += 1
-        out[name] = _coerce(name, val, hints[name])
-    return out
+    try:
+        namespace, rest = _argument_parser().parse_known_args(list(argv))
+    except argparse.ArgumentError as exc:
+        name = exc.argument_name or "an option"
+        if "expected one argument" in exc.message:
+            flag = name.split("/")[0]
+            tp = GRPOConfig.model_fields[_normalise(flag)].annotation
+            raise ConfigError(
+                f"{flag} needs a value ({_type_name(tp)}; write {flag}=VALUE for a value "
+                "that starts with a dash)"
+            ) from None
+        raise ConfigError(f"{name}: {exc.message}") from None
+    for tok in rest:
+        if tok.startswith("--") and len(tok) > 2:
+            raise _unknown_key(tok.partition("=")[0])
+        raise ConfigError(f"expected --key value, got {tok!r}")
+    return {name: _coerce(name, raw) for name, raw in vars(namespace).items()}
 
 
 #: TOML tables and the field each one fills.
@@ -482,20 +505,20 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *
     for table, name in _TABLES.items():
         if isinstance(data.get(table), dict):
             data[name] = data.pop(table)
-    merged = {_resolve_key(k): v for k, v in data.items()}
+    merged = {_normalise(k): v for k, v in data.items()}
     merged.update(parse_overrides(overrides))
     return GRPOConfig.from_dict(merged)
 
 
 def describe() -> str:
-    """Every field with its type, default and documentation (for ``--help``)."""
-    hints = _hints()
+    """Every field with its type, bounds, default and documentation (for ``--help``)."""
     lines = []
-    for f in dataclasses.fields(GRPOConfig):
-        factory: Any = f.default_factory
-        default = f.default if f.default is not dataclasses.MISSING else factory()
+    for name, info in GRPOConfig.model_fields.items():
+        default = info.get_default(call_default_factory=True)
+        kind = _type_name(info.annotation)
+        base, optional, _ = kind.partition(" or none")  # bounds belong to the number
+        kind = base + _constraints(name) + optional
         lines.append(
-            f"  --{f.name.replace('_', '-')} ({_type_name(hints[f.name])}, "
-            f"default {default!r})\n      {f.metadata['doc']}"
+            f"  --{name.replace('_', '-')} ({kind}, default {default!r})\n      {info.description}"
         )
     return "\n".join(lines)

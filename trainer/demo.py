@@ -24,7 +24,6 @@ pure GRPO. The settings live in ``examples/sql_demo.toml``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -192,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"      serving at {server.url}")
         print("[2/6] preparing the model ...", flush=True)
         model_dir = args.model or str(prepare_smollm2())
-        cfg = dataclasses.replace(cfg, model=model_dir, env_urls=[server.url])
+        cfg = cfg.model_copy(update={"model": model_dir, "env_urls": [server.url]})
         from .loop import GRPOTrainer
 
         os.makedirs(cfg.output_dir, exist_ok=True)
@@ -224,7 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.close()
     total = time.perf_counter() - t0
-    plot = Path(cfg.output_dir) / "reward_curve.png"
+    from .report import HeldOut, write_report
+
+    stages = [("before training", before), ("after warm-up", mid), ("after GRPO", after)]
+    heldout = [HeldOut(label, r.mean, r.stderr, r.scored) for label, r in stages if r is not None]
+    # Redrawn with the held-out scores, which the trainer's own end-of-run report lacks.
+    plot = write_report(cfg.output_dir, history, config=cfg.to_dict(), heldout=heldout)["plot"]
     print("\n                      held-out score (mean ± s.e.)")
     print(f"  before training     {_fmt(before)}")
     if mid is not None:
@@ -247,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "after": after.to_dict(),
         "train_reward": [m["reward_mean"] for m in history],
         "seconds": {"total": total, "warmup": t_grpo - t_warm, "grpo": t_after - t_grpo},
-        "plot": str(plot),
+        "plot": plot,
     }
     out = Path(cfg.output_dir) / "demo_summary.json"
     out.write_text(json.dumps(summary, indent=1), encoding="utf-8")

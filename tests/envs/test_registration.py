@@ -77,3 +77,38 @@ def test_parse_env_args_json_values_and_targets():
         parse_env_args(["novalue"])
     with pytest.raises(ConfigError, match="not served"):
         parse_env_args(["other-v0:x=1"], ["sql-v0"])
+
+
+def test_a_module_may_register_the_class_its_entry_point_names(monkeypatch):
+    from importlib import metadata
+
+    ep = metadata.EntryPoint("echoish-v0", "gymhub.envs.echo:EchoEnv", "gymhub.envs")
+    monkeypatch.setattr(metadata, "entry_points", lambda group: [ep])
+    reg = Registry(discover=True)
+    assert reg.spec("echoish-v0").description == ""
+    spec = reg.register("echoish-v0", EchoEnv, description="registered by its module")
+    assert reg.spec("echoish-v0") is spec
+    with pytest.raises(DuplicateEnv):  # once is a description; twice is a clash again
+        reg.register("echoish-v0", EchoEnv)
+    reg2 = Registry(discover=True)
+    reg2.spec("echoish-v0")
+    with pytest.raises(DuplicateEnv):  # another class under a discovered id is a clash
+        reg2.register("echoish-v0", "gymhub.envs.sql.env:SqlEnv")
+
+
+def test_register_has_real_keyword_parameters():
+    import inspect
+
+    import gymhub
+    from gymhub.envs import register
+
+    for fn in (register, gymhub.register, Registry.register, gymhub.check_env):
+        kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, fn
+        assert inspect.Parameter.VAR_POSITIONAL not in kinds, fn
+    reg = Registry()
+    spec = reg.register("z-v0", EchoEnv, max_turns=3, tags=["toy"], kwargs={"n_tasks": 2})
+    assert spec.tags == ("toy",) and spec.kwargs == {"n_tasks": 2}
+    assert len(reg.make("z-v0").tasks) == 2
+    with pytest.raises(ConfigError, match="takes no other spec fields"):
+        reg.register(spec, max_turns=4)

@@ -87,3 +87,26 @@ def test_eval_gold_exits_nonzero_when_a_task_fails():
     assert out.returncode == 1
     result = json.loads(out.stdout)
     assert result["mean_score"] == 0.0 and result["failures"]
+
+
+def test_a_reader_that_stops_early_is_not_a_crash():
+    """`gymhub ... | head`: the pipe's reader is gone before the command writes."""
+    import os
+
+    for args in (["train", "--help"], ["envs", "list"], ["--help"]):
+        read, write = os.pipe()
+        os.close(read)  # a reader that already quit: every write is a broken pipe
+        try:
+            out = subprocess.run([sys.executable, "-m", "gymhub.cli", *args], stdout=write,
+                                 stderr=subprocess.PIPE, text=True, timeout=300)
+        finally:
+            os.close(write)
+        assert out.stderr == "", (args, out.stderr)
+        assert out.returncode in (0, 141), (args, out.returncode)
+
+
+def test_train_help_into_head():
+    out = subprocess.run(f"{sys.executable} -m gymhub.cli train --help | head -3", shell=True,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stderr == ""
+    assert out.stdout.startswith("usage: gymhub train") and len(out.stdout.splitlines()) == 3

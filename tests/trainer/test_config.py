@@ -1,7 +1,5 @@
 """GRPOConfig: documented fields, TOML, command-line overrides and their errors."""
 
-import dataclasses
-
 import pytest
 
 from gymhub.errors import ConfigError
@@ -9,8 +7,8 @@ from gymhub.trainer.config import GRPOConfig, describe, load_config, parse_overr
 
 
 def test_every_field_is_documented():
-    for f in dataclasses.fields(GRPOConfig):
-        assert len(f.metadata.get("doc", "")) > 10, f.name
+    for name, info in GRPOConfig.model_fields.items():
+        assert len(info.description or "") > 10, name
     assert "--group-size" in describe()
 
 
@@ -117,3 +115,26 @@ def test_a_model_name_that_is_not_a_directory_fails_without_the_network(tmp_path
     for model in ("HuggingFaceTB/SmolLM2-135M-Instruct", str(tmp_path)):
         with pytest.raises(ConfigError, match="not a local model directory"):
             load_policy(GRPOConfig(model=model))
+
+
+def test_help_shows_types_bounds_and_defaults():
+    text = describe()
+    assert "--group-size (int >= 2, default 4)" in text
+    assert "--tis-cap (float > 0 or none, default None)" in text
+    assert "--loss-type (one of grpo/bnpo/dr_grpo/dapo, default 'dapo')" in text
+
+
+def test_every_problem_is_named_at_once():
+    with pytest.raises(ConfigError) as info:
+        GRPOConfig.from_dict({"group-size": 1, "lora_r": 0, "top_p": 2.0})
+    message = str(info.value)
+    assert "group_size must be >= 2" in message and "lora_r must be >= 1" in message
+    assert "top_p must be <= 1" in message
+
+
+def test_dash_values_need_the_equals_form():
+    with pytest.raises(ConfigError, match="--learning-rate=VALUE"):
+        parse_overrides(["--learning-rate", "-1e-4"])
+    assert parse_overrides(["--learning-rate=-1e-4"]) == {"learning_rate": -1e-4}
+    assert parse_overrides(["--env-args", '{"x": [1]}', "--tokenizer", "none"]) == {
+        "env_args": {"x": [1]}, "tokenizer": None}

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from gymhub.trainer.backends import InProcessBackend  # noqa: E402
 from gymhub.trainer.models import SMOLLM2_GGUF, prepare_smollm2  # noqa: E402
-from gymhub.trainer.report import plot_curves, write_png, write_report  # noqa: E402
+from gymhub.trainer.report import HeldOut, run_title, write_report  # noqa: E402
 from gymhub.trainer.tasks import select_tasks  # noqa: E402
 
 from .conftest import build_model  # noqa: E402
@@ -88,28 +88,62 @@ def _read_png(path):
     return w, h, zlib.decompress(idat)
 
 
-def test_builtin_png_writer_is_a_valid_png(tmp_path):
-    rows = [[(x * 10 % 256, y * 10 % 256, 0) for x in range(7)] for y in range(5)]
-    write_png(tmp_path / "a.png", rows)
-    w, h, raw = _read_png(tmp_path / "a.png")
-    assert (w, h) == (7, 5) and len(raw) == 5 * (1 + 7 * 3)
-    assert raw[1 + 3 * 3 : 1 + 3 * 4] == bytes((30, 0, 0))
-
-
-def test_reward_plot_without_matplotlib(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails -> built-in renderer
-    path = plot_curves(tmp_path / "r.png", {"reward_mean": [(1, 0.1), (2, 0.5), (3, 0.4)]})
-    w, h, _ = _read_png(path)
-    assert (w, h) == (640, 400)
-
-
-def test_report_writes_json_and_plot(tmp_path):
-    history = [{"step": float(i + 1), "reward_mean": i / 4, "time_step": 1.0} for i in range(4)]
+def _history(steps=4):
+    history = [{"step": float(i + 1), "reward_mean": i / 4, "time_step": 1.0, "episodes": 16.0}
+               for i in range(steps)]
     history[-1]["eval_score"] = 0.5
-    report = write_report(tmp_path, history)
+    return history
+
+
+def test_report_writes_json_and_a_readable_png(tmp_path):
+    report = write_report(tmp_path, _history())
     assert report["steps"] == 4 and report["eval_scores"] == [(4.0, 0.5)]
     assert json.loads((tmp_path / "report.json").read_text())["reward_last_quarter"] == 0.75
-    assert (tmp_path / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
+    w, h, raw = _read_png(tmp_path / "reward_curve.png")
+    assert 600 <= w <= 2000 and 300 <= h <= 1200, (w, h)
+    assert len(set(raw)) > 20  # drawn: text, lines and colours, not a blank canvas
+    assert report["plot"] == str(tmp_path / "reward_curve.png")
+
+
+def test_the_demo_chart_has_held_out_bars_and_a_titled_run(tmp_path):
+    heldout = [HeldOut("before training", 0.0, 0.0, 40), HeldOut("after warm-up", 0.175, 0.061, 40),
+               HeldOut("after GRPO", 0.325, 0.075, 40)]
+    config = {"model": "/cache/models/smollm2-135m-instruct", "env_ids": ["sql-v0"], "seed": 2}
+    report = write_report(tmp_path, _history(8), config=config, heldout=heldout)
+    w, _, _ = _read_png(tmp_path / "reward_curve.png")
+    assert w > 1000  # two panels
+    assert report["heldout"][2] == {"label": "after GRPO", "mean": 0.325, "stderr": 0.075,
+                                    "tasks": 40}
+    assert run_title(config) == "GRPO on sql-v0 · model smollm2-135m-instruct · seed 2"
+
+
+def test_the_title_comes_from_the_newest_checkpoint(tmp_path, monkeypatch):
+    import gymhub.trainer.report as report_module
+
+    for step, seed in ((2, 1), (10, 7)):
+        state = tmp_path / "checkpoints" / f"step-{step}" / "state.json"
+        state.parent.mkdir(parents=True)
+        state.write_text(json.dumps({"config": {"model": "m", "env_ids": ["echo-v0"], "seed": seed}}))
+    titles = []
+    monkeypatch.setattr(report_module, "plot_run",
+                        lambda path, *a, title, **k: titles.append(title) or path)
+    write_report(tmp_path, _history())
+    assert titles == ["GRPO on echo-v0 · model m · seed 7"]
+
+
+def test_without_matplotlib_the_report_says_why_there_is_no_chart(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    report = write_report(tmp_path, _history())
+    assert report["plot"] is None and "matplotlib" in report["plot_error"]
+    assert json.loads((tmp_path / "report.json").read_text())["plot"] is None
+
+
+def test_importing_the_trainer_does_not_import_matplotlib():
+    code = ("import sys, gymhub.trainer, gymhub.trainer.report, gymhub.trainer.config\n"
+            "gymhub.trainer.config.load_config(None, ['--seed', '1'])\n"
+            "assert 'matplotlib' not in sys.modules, 'matplotlib imported eagerly'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
 
 
 def test_held_out_split_is_deterministic_filtered_and_disjoint():
