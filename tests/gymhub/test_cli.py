@@ -110,3 +110,11 @@ def test_train_help_into_head():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.startswith("usage: gymhub train") and len(out.stdout.splitlines()) == 3
+
+
+def test_env_check_on_a_file_that_registers_nothing_is_a_usage_error(tmp_path):
+    (tmp_path / "nothing.py").write_text("x = 1\n")
+    for name, message in [("nothing.py", "registers no environment"), ("absent.py", "no such file")]:
+        out = subprocess.run([sys.executable, "-m", "gymhub.cli", "env", "check", name],
+                             cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 2 and message in out.stderr
