@@ -1,8 +1,9 @@
 """The ``docker`` backend: containers through the Docker Engine API, with a warm pool.
 
 Works with a Docker daemon or Podman's Docker-compatible service (``podman system
-service``; ``.ci/setup_sandbox.sh`` starts one). The ``docker`` SDK is imported only when
-this backend is used.
+service``; ``scripts/setup-system.sh`` starts one). The ``docker`` SDK is imported only
+when this backend is used; ``import docker`` here is absolute, so it loads the SDK and
+not the enclosing :mod:`gymhub.sandbox.docker` package.
 
 Each session holds one container; each call is an ``exec`` in it. Containers are
 created with ``network_mode=none``, a memory limit equal to the swap limit, a pids limit,
@@ -43,8 +44,8 @@ from gymhub.sandbox.base import (
     Session,
 )
 from gymhub.sandbox.cgroups import pid_alive
-from gymhub.sandbox.docker_config import find_docker_host, seccomp_profile
-from gymhub.sandbox.docker_exec import SANDBOX_USER, DockerChannel, DockerExec
+from gymhub.sandbox.docker.config import find_docker_host, seccomp_profile
+from gymhub.sandbox.docker.exec import SANDBOX_USER, DockerChannel, DockerExec
 from gymhub.sandbox.hostsession import BASE_ENV
 from gymhub.sandbox.repl import Channel, ReplClient
 from gymhub.sandbox.workdir import HostWorkdir, base_dir
@@ -77,7 +78,7 @@ class DockerSandbox(Sandbox):
     Args:
         limits: default limits (pooled containers are built for these).
         image: image with ``/bin/sh`` and ``python3`` (``$GYMHUB_SANDBOX_IMAGE`` or
-            ``gymhub-sandbox:bookworm`` built by ``.ci/setup_sandbox.sh``).
+            ``gymhub-sandbox:bookworm`` built by ``scripts/setup-system.sh``).
         base_url: daemon URL (``find_docker_host()`` when omitted).
         pool_size: idle containers kept warm; 0 creates one container per session.
         max_uses: sessions a container serves before it is retired.
@@ -106,7 +107,7 @@ class DockerSandbox(Sandbox):
             self.client.images.get(self.image)
         except docker.errors.ImageNotFound as exc:
             raise BackendError(f"sandbox image {self.image!r} not found; run "
-                               ".ci/setup_sandbox.sh") from exc
+                               "scripts/setup-system.sh") from exc
         except Exception as exc:
             raise BackendError(f"Docker API at {url} unusable: {exc}") from exc
         self.api = self.client.api
