@@ -12,7 +12,7 @@
 
 ``--skip-throughput`` runs sections 1 and 4 only (the quick way to compare ratios).
 
-The docker rows appear when a Docker/Podman API answers (``.ci/setup_sandbox.sh``).
+The docker rows appear when a Docker/Podman API answers (``scripts/setup-system.sh``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gymhub.sandbox import Limits, Sandbox, Session
 from gymhub.sandbox.bwrap import BwrapSandbox
-from gymhub.sandbox.docker_backend import DockerSandbox
+from gymhub.sandbox.docker.backend import DockerSandbox
 
 PY = "/usr/bin/python3"
 LIMITS = Limits(wall_s=30, cpu_s=30)

@@ -12,10 +12,24 @@ Use::
         s.run_python("import sol; x = sol.f(3)")  # persistent REPL: x survives
         s.run_python("x + 1").value                 # -> repr of the trailing expression
 
-Backends: ``bwrap`` (default; :mod:`gymhub.sandbox.bwrap`), ``docker`` (Docker Engine
-API, also Podman's; :mod:`gymhub.sandbox.docker_backend`), ``local`` (no isolation,
-refused unless enabled; :mod:`gymhub.sandbox.local`). Backends are imported lazily:
-importing this package loads neither the ``docker`` SDK nor any backend.
+What the package holds:
+
+* the contract every backend implements: :mod:`gymhub.sandbox.base` (limits, results,
+  :class:`Sandbox`, :class:`Session`);
+* the backends: ``bwrap`` (default; :mod:`gymhub.sandbox.bwrap`), ``docker`` (Docker
+  Engine API, also Podman's; the subpackage :mod:`gymhub.sandbox.docker`), ``local``
+  (no isolation, refused unless enabled; :mod:`gymhub.sandbox.local`), and what the
+  host-process backends share (:mod:`~gymhub.sandbox.hostsession`,
+  :mod:`~gymhub.sandbox.process`, :mod:`~gymhub.sandbox.cgroups`,
+  :mod:`~gymhub.sandbox.workdir`, :mod:`~gymhub.sandbox.workdir_pool`);
+* the persistent REPL of :meth:`Session.run_python`: :mod:`gymhub.sandbox.repl` (host
+  side) and :mod:`gymhub.sandbox.repl_server` (inside the sandbox);
+* the guarded SQL layer, the subpackage :mod:`gymhub.sandbox.sql` (read-only SQLite and
+  PostgreSQL handles for agents' queries; its own docstring lists what it protects);
+* ``gymhub sandbox exec``: :mod:`gymhub.sandbox.cli`.
+
+Backends are imported lazily: importing this package loads neither the ``docker`` SDK
+nor any backend.
 
 What the ``bwrap`` and ``docker`` backends protect against (each is an adversarial test
 in ``tests/sandbox/test_attacks.py``, run on every available backend):
@@ -100,7 +114,7 @@ from gymhub.sandbox.base import (
 
 if TYPE_CHECKING:
     from gymhub.sandbox.bwrap import BwrapSandbox
-    from gymhub.sandbox.docker_backend import DockerSandbox
+    from gymhub.sandbox.docker.backend import DockerSandbox
     from gymhub.sandbox.local import LocalSandbox
 
 __all__ = [
@@ -124,7 +138,7 @@ __all__ = [
 #: Backend name → "module:Class", imported on first use.
 BACKENDS: dict[str, str] = {
     "bwrap": "gymhub.sandbox.bwrap:BwrapSandbox",
-    "docker": "gymhub.sandbox.docker_backend:DockerSandbox",
+    "docker": "gymhub.sandbox.docker.backend:DockerSandbox",
     "local": "gymhub.sandbox.local:LocalSandbox",
 }
 

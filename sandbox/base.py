@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -246,11 +247,28 @@ class Session(abc.ABC):
     deletes the workdir; a closed session refuses further calls with ``RuntimeError``.
     Sessions are context managers and are safe to call from several threads (calls are
     serialised per session).
+
+    Backends implement :meth:`_execute`; :meth:`run` owns what every backend must do the
+    same way before a command starts (argument checks, the session lock, the closed
+    check, files in), so no backend can forget or reorder a step.
+
+    Args:
+        limits: the session's default limits.
     """
 
     limits: Limits
 
-    @abc.abstractmethod
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        #: Serialises calls; re-entrant so that :meth:`run` can use :meth:`write_file`.
+        self._lock = threading.RLock()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        """Refuse a call on a closed session (the caller holds :attr:`_lock`)."""
+        if self._closed:
+            raise RuntimeError("the sandbox session is closed")
+
     def run(
         self,
         argv: Sequence[str],
@@ -274,6 +292,30 @@ class Session(abc.ABC):
         Raises:
             SandboxPathError: a name in ``files``/``collect`` escapes the workdir.
             BackendError: the backend could not start the command at all.
+            RuntimeError: the session is closed.
+            ValueError: ``argv`` is a string or empty.
+        """
+        if isinstance(argv, str) or not argv:
+            raise ValueError("argv must be a non-empty list of strings")
+        lim = limits or self.limits
+        data_in = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        with self._lock:
+            self._check_open()
+            for name, data in (files or {}).items():
+                self.write_file(name, data)
+            return self._execute(list(argv), data_in, env or {}, lim, tuple(collect))
+
+    @abc.abstractmethod
+    def _execute(self, argv: list[str], stdin: bytes, env: Mapping[str, str], limits: Limits,
+                 collect: tuple[str, ...]) -> ExecResult:
+        """Run one command for :meth:`run`, which holds the lock and wrote the files.
+
+        Args:
+            argv: the command, already checked to be a non-empty list.
+            stdin: bytes for the command's stdin (possibly empty).
+            env: the caller's extra variables (the backend adds its base environment).
+            limits: the call's limits (the session's unless overridden).
+            collect: workdir files to read back into :attr:`ExecResult.files`.
         """
 
     @abc.abstractmethod
@@ -320,9 +362,9 @@ class Session(abc.ABC):
         """Kill everything the session started and delete its workdir (idempotent)."""
 
     @property
-    @abc.abstractmethod
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
+        return self._closed
 
     def __enter__(self) -> Session:
         return self

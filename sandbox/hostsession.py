@@ -17,7 +17,6 @@ import os
 import selectors
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -26,7 +25,6 @@ from gymhub.sandbox.base import (
     LIMIT_CPU,
     LIMIT_MEMORY,
     ExecResult,
-    Files,
     Limits,
     PythonResult,
     Session,
@@ -230,11 +228,9 @@ class HostSession(Session):
 
     def __init__(self, backend: str, limits: Limits, cgroups: Cgroups | None,
                  uid: int, gid: int, workdirs: WorkdirPool | None = None) -> None:
+        super().__init__(limits)
         self.backend = backend
-        self.limits = limits
         self._cgroups = cgroups
-        self._lock = threading.RLock()
-        self._closed = False
         self._repl = ReplClient(self._start_repl, limits, backend)
         self._workdirs = workdirs
         if workdirs is not None and (workdirs.size_mb, workdirs.uid, workdirs.gid) != (
@@ -268,10 +264,6 @@ class HostSession(Session):
         return None
 
     # -- Session API ---------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("the sandbox session is closed")
-
     def new_cgroup(self, limits: Limits) -> CallCgroup | None:
         """A cgroup for one call or REPL, or None when cgroups are unavailable."""
         if self._cgroups is None:
@@ -304,41 +296,25 @@ class HostSession(Session):
             self._check_open()
             return self._repl.run(code, timeout)
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | str | None = None,
-        files: Files | None = None,
-        collect: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        limits: Limits | None = None,
-    ) -> ExecResult:
-        """Run one command (see :meth:`Session.run`)."""
-        if isinstance(argv, str) or not argv:
-            raise ValueError("argv must be a non-empty list of strings")
-        lim = limits or self.limits
-        with self._lock:
-            self._check_open()
-            for name, data in (files or {}).items():
-                self.workdir.write_file(name, data)
-            cgroup = self.new_cgroup(lim)
-            try:
-                data_in = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-                outcome = run_monitored(
-                    self.command(argv, env, lim, cgroup), stdin=data_in, limits=lim,
-                    cgroup=cgroup, cwd=str(self.workdir.path), on_kill=self._soft_kill,
-                )
-                cpu = cgroup.cpu_ms() if cgroup is not None else None
-                oom = cgroup.oom_killed() if cgroup is not None else False
-                pids_hit = cgroup.pids_exhausted() if cgroup is not None else False
-            finally:
-                if cgroup is not None:
-                    cgroup.remove()
-            collected = self.workdir.collect(tuple(collect), lim.file_size_mb << 20)
+    def _execute(self, argv: list[str], stdin: bytes, env: Mapping[str, str], limits: Limits,
+                 collect: tuple[str, ...]) -> ExecResult:
+        """Run one command in a fresh cgroup (see :meth:`Session._execute`)."""
+        cgroup = self.new_cgroup(limits)
+        try:
+            outcome = run_monitored(
+                self.command(argv, env, limits, cgroup), stdin=stdin, limits=limits,
+                cgroup=cgroup, cwd=str(self.workdir.path), on_kill=self._soft_kill,
+            )
+            cpu = cgroup.cpu_ms() if cgroup is not None else None
+            oom = cgroup.oom_killed() if cgroup is not None else False
+            pids_hit = cgroup.pids_exhausted() if cgroup is not None else False
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+        collected = self.workdir.collect(collect, limits.file_size_mb << 20)
         limit = outcome.limit
         cpu_ms = cpu if cpu is not None else outcome.rusage_cpu_ms
-        if limit is None and hit_cpu_rlimit(outcome.signal, cpu_ms, lim):  # second layer
+        if limit is None and hit_cpu_rlimit(outcome.signal, cpu_ms, limits):  # second layer
             limit = LIMIT_CPU
         if oom and limit is None and outcome.signal is not None:
             limit = LIMIT_MEMORY
@@ -390,11 +366,6 @@ class HostSession(Session):
                     self._workdirs.give_back(self.workdir)
                 else:
                     self.workdir.remove()
-
-    @property
-    def closed(self) -> bool:
-        """Whether the session is closed."""
-        return self._closed
 
     def __del__(self) -> None:
         # A forgotten session must not leak a tmpfs mount or a REPL process.

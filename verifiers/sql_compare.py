@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gymhub.sandbox.sql import QueryResult
-from gymhub.sandbox.sql_types import iter_words
+from gymhub.sandbox.sql.types import iter_words
 
 __all__ = ["compare_results", "has_top_level_order_by", "normalize_value"]
 

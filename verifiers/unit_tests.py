@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.resources
 import marshal
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -61,7 +62,6 @@ from gymhub.sandbox.base import LIMIT_WALL
 from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
-from .unit_tests_harness import HARNESS_SOURCE
 
 __all__ = [
     "Job",
@@ -70,6 +70,7 @@ __all__ = [
     "TestOutcome",
     "TestStep",
     "UnitTestSettings",
+    "harness_source",
     "run_suites",
     "split_tests",
     "unit_test_settings",
@@ -208,6 +209,17 @@ class SuiteRun:
         return sum(o.status == "passed" for o in self.outcomes)
 
 
+@functools.cache
+def harness_source() -> str:
+    """The text of :mod:`gymhub.verifiers.unit_tests_harness`, as the sandbox runs it.
+
+    The harness is an ordinary module (linted and type-checked like the rest) that is
+    never imported inside the sandbox: its file's text is passed as ``python3 -I -S -c``,
+    so the sandbox needs the standard library only and can load nothing else of gymhub.
+    Read through :mod:`importlib.resources`, so it works from any installed layout.
+    """
+    return (importlib.resources.files(__package__).joinpath("unit_tests_harness.py")
+            .read_text(encoding="utf-8"))
 
 
 # ----------------------------------------------------------------------------- splitting
@@ -313,7 +325,7 @@ def run_suites(runner: Runner | Callable[[], Runner], jobs: Sequence[Job], *,
                              "memory_mb": int(memory_mb), "jobs": payload})
     limits = Limits(wall_s=budget, cpu_s=budget, memory_mb=memory_mb + 128, pids=64,
                     output_bytes=4 << 20)
-    result = runner.run(["python3", "-I", "-S", "-c", HARNESS_SOURCE], stdin=request,
+    result = runner.run(["python3", "-I", "-S", "-c", harness_source()], stdin=request,
                         limits=limits)
     report = _parse(result.stdout, nonce)
     blame, cause = _cause(result, report)

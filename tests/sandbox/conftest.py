@@ -1,7 +1,7 @@
 """Shared fixtures: one sandbox per available backend, and host-cleanliness checks.
 
 The docker backend is tested when a Docker Engine API answers: ``$DOCKER_HOST``, else
-Podman's default rootful socket (``.ci/setup_sandbox.sh`` starts one and prints the
+Podman's default rootful socket (``scripts/setup-system.sh`` starts one and prints the
 ``DOCKER_HOST`` to export). Tests skip a backend that is not available here.
 """
 
@@ -34,7 +34,7 @@ def _make(name: str) -> Sandbox:
         if not BwrapSandbox.available():
             pytest.skip("bubblewrap is not installed")
         return BwrapSandbox(TEST_LIMITS)
-    from gymhub.sandbox.docker_backend import DockerSandbox
+    from gymhub.sandbox.docker.backend import DockerSandbox
 
     if not DockerSandbox.available():
         pytest.skip("no Docker/Podman API socket reachable")

@@ -11,7 +11,6 @@ import json
 import socket
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,11 +30,10 @@ def py(code: str) -> list[str]:
 
 def test_fork_bomb_python(sandbox: Sandbox, clean: Clean) -> None:
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    start = time.monotonic()
-    res = sandbox.run(py(code))
+    res = sandbox.run(py(code))  # never ends on its own: only a limit can stop it
     assert not res.ok
     assert res.timed_out or res.pids_exhausted
-    assert time.monotonic() - start < TEST_LIMITS.wall_s + 5
+    assert res.exit_code is None and res.signal == 9
     clean(sandbox)
 
 
@@ -71,7 +69,7 @@ def test_infinite_cpu_loop(sandbox: Sandbox, clean: Clean) -> None:
 def test_sleep_past_deadline(sandbox: Sandbox, clean: Clean) -> None:
     res = sandbox.run(["sleep", "1000"], limits=TEST_LIMITS.replace(wall_s=1))
     assert res.timed_out and res.limit == "wall_time"
-    assert res.wall_ms < 4000
+    assert res.exit_code is None and res.signal == 9  # killed, not finished
     clean(sandbox)
 
 
@@ -92,11 +90,10 @@ def test_daemon_does_not_outlive_the_call(sandbox: Sandbox, clean: Clean) -> Non
 
 
 def test_one_gigabyte_of_output(sandbox: Sandbox, clean: Clean) -> None:
-    start = time.monotonic()
     res = sandbox.run(["head", "-c", str(10**9), "/dev/zero"])
     assert res.stdout_truncated and res.limit == "output"
+    assert res.exit_code is None and res.signal == 9  # killed at the cap, not left to finish
     assert len(res.stdout) == TEST_LIMITS.output_bytes
-    assert time.monotonic() - start < 5
     clean(sandbox)
 
 
@@ -172,32 +169,44 @@ def test_binding_a_port_is_invisible_to_the_host(sandbox: Sandbox, clean: Clean)
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
+    # The sandbox listens for a second and says whether anyone connected; the host
+    # knocks from before the call starts until it has returned, so its knocks cover the
+    # whole time the port is open whatever the machine's load (no timed rendezvous).
     code = (
-        "import socket, time\n"
+        "import socket\n"
         "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
         f"s.bind(('0.0.0.0', {port})); s.listen(5); print('listening', flush=True)\n"
-        "time.sleep(1.2)\n"
+        "s.settimeout(1.0)\n"
+        "try:\n"
+        "    s.accept(); print('REACHED')\n"
+        "except OSError:\n"
+        "    print('alone')\n"
     )
     reached: list[bool] = []
+    done = threading.Event()
 
     def knock() -> None:
-        time.sleep(0.6)
-        c = socket.socket()
-        c.settimeout(0.3)
-        try:
-            c.connect(("127.0.0.1", port))
-            reached.append(True)
-        except OSError:
-            reached.append(False)
-        finally:
-            c.close()
+        while not done.is_set():
+            c = socket.socket()
+            c.settimeout(0.3)
+            try:
+                c.connect(("127.0.0.1", port))
+                reached.append(True)
+            except OSError:
+                reached.append(False)
+            finally:
+                c.close()
+            done.wait(0.02)
 
     thread = threading.Thread(target=knock)
     thread.start()
-    res = sandbox.run(py(code))
-    thread.join()
-    assert res.stdout == b"listening\n"
-    assert reached == [False]
+    try:
+        res = sandbox.run(py(code))
+    finally:
+        done.set()
+        thread.join()
+    assert res.stdout == b"listening\nalone\n"
+    assert reached and not any(reached)
     clean(sandbox)
 
 
@@ -284,17 +293,26 @@ def test_nested_user_namespaces(sandbox: Sandbox, clean: Clean) -> None:
 
 
 def test_kill_minus_one(sandbox: Sandbox, clean: Clean) -> None:
+    import os
     import subprocess
 
-    canary = subprocess.Popen(["sleep", "30"])
-    try:
-        res = sandbox.run(["sh", "-c", "sleep 5 & kill -9 -1; echo after"])
-        assert res.exit_code is not None or res.signal == 9
-        time.sleep(0.1)
-        assert canary.poll() is None, "kill -9 -1 reached a host process"
-    finally:
-        canary.kill()
-        canary.wait()
+    # A host process of the sandbox's own uid (as root) is what kill -9 -1 would reach
+    # without a pid namespace. Asking it to answer after the call is a check without a
+    # clock: a process with a pending SIGKILL never runs again, so it could not reply.
+    uid = 65534 if os.geteuid() == 0 else None
+    with subprocess.Popen(
+            ["python3", "-c", "import sys; sys.stdin.readline(); print('alive', flush=True)"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, user=uid, group=uid,
+            cwd="/") as canary:
+        try:
+            res = sandbox.run(["sh", "-c", "sleep 5 & kill -9 -1; echo after"])
+            assert res.exit_code is not None or res.signal == 9
+            assert canary.stdin is not None and canary.stdout is not None
+            canary.stdin.write(b"ping\n")
+            canary.stdin.flush()
+            assert canary.stdout.readline() == b"alive\n", "kill -9 -1 reached a host process"
+        finally:
+            canary.kill()
     clean(sandbox)
 
 

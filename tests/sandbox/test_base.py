@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 import sys
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
@@ -18,11 +18,11 @@ from gymhub.sandbox import (
     PythonResult,
     Sandbox,
     Session,
-    docker_backend,
     get_sandbox,
     shared_sandbox,
 )
 from gymhub.sandbox.cgroups import pid_alive
+from gymhub.sandbox.docker import backend as docker_backend
 
 
 def test_limits_validate_and_replace() -> None:
@@ -54,8 +54,9 @@ def test_unknown_backend_is_a_backend_error() -> None:
 
 def test_importing_the_package_is_light() -> None:
     code = ("import sys, gymhub.sandbox; "
-            "bad = [m for m in ('docker', 'gymhub.sandbox.bwrap', 'gymhub.sandbox.docker_backend')"
-            " if m in sys.modules]; print(bad)")
+            "bad = [m for m in ('docker', 'gymhub.sandbox.bwrap', 'gymhub.sandbox.docker',"
+            " 'gymhub.sandbox.docker.backend', 'gymhub.sandbox.sql') if m in sys.modules];"
+            " print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
@@ -63,15 +64,21 @@ def test_importing_the_package_is_light() -> None:
 
 # ------------------------------------------------------------------ shared_sandbox
 class _Box(Sandbox):
-    """A do-nothing sandbox that counts how often it was built and closed."""
+    """A do-nothing sandbox that counts how often it was built and closed.
+
+    Building one waits until ``callers`` threads have entered ``shared_sandbox`` (or
+    ``wait_s`` passes), so concurrent first calls really overlap: without the lock,
+    every one of them would be inside the build at once.
+    """
 
     name = "bwrap"
     built: ClassVar[list[_Box]] = []
+    all_called: ClassVar[threading.Event] = threading.Event()
 
     def __init__(self) -> None:
         super().__init__()
         self.closes = 0
-        time.sleep(0.05)  # widen the race between concurrent first calls
+        _Box.all_called.wait(timeout=10)
         _Box.built.append(self)
 
     def session(self, limits: Limits | None = None) -> Session:
@@ -93,6 +100,8 @@ def fresh_shared(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
         return _Box()
 
     _Box.built = []
+    _Box.all_called = threading.Event()
+    _Box.all_called.set()
     monkeypatch.setattr(sandbox_pkg, "_shared", {})
     monkeypatch.setattr(sandbox_pkg, "get_sandbox", fake)
     monkeypatch.delenv("GYMHUB_SANDBOX_BACKEND", raising=False)
@@ -101,8 +110,24 @@ def fresh_shared(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
 
 def test_shared_sandbox_builds_one_per_backend_under_concurrent_first_calls(
         fresh_shared: list[str | None]) -> None:
-    with ThreadPoolExecutor(8) as pool:
-        boxes = list(pool.map(lambda _: shared_sandbox("bwrap"), range(16)))
+    _Box.all_called = threading.Event()
+    callers = 8
+    arrived = threading.Semaphore(0)
+
+    def first_call(_: int) -> Sandbox:
+        arrived.release()
+        return shared_sandbox("bwrap")
+
+    def open_the_gate() -> None:
+        for _ in range(callers):
+            arrived.acquire()
+        _Box.all_called.set()
+
+    gate = threading.Thread(target=open_the_gate)
+    gate.start()
+    with ThreadPoolExecutor(callers) as pool:
+        boxes = list(pool.map(first_call, range(2 * callers)))
+    gate.join()
     assert len(_Box.built) == 1 and all(b is boxes[0] for b in boxes)
     # The automatic choice resolves to the same backend: the same object, the extra
     # one built to find out is closed at once.
@@ -125,7 +150,7 @@ def test_shared_sandbox_failures_are_not_cached_and_exit_closes_all(
 def test_importing_the_sandbox_package_stays_light() -> None:
     code = ("import sys, gymhub.sandbox as s; s.shared_sandbox; "
             "print(sorted(m for m in ('docker', 'gymhub.sandbox.bwrap', "
-            "'gymhub.sandbox.docker_backend') if m in sys.modules))")
+            "'gymhub.sandbox.docker.backend', 'gymhub.sandbox.sql') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"

@@ -79,12 +79,10 @@ def test_exceptions_are_tracebacks_not_crashes(any_sandbox: Sandbox) -> None:
 def test_timeout_kills_and_restarts(any_sandbox: Sandbox, clean: Clean) -> None:
     with any_sandbox.session() as s:
         s.run_python("state = 1")
-        start = time.monotonic()
-        res = s.run_python("while True:\n    pass", timeout=1)
+        res = s.run_python("while True:\n    pass", timeout=1)  # only a limit ends it
         assert res.timed_out and res.restarted and res.limit in ("wall_time", "cpu_time")
         assert res.exit_code is None and res.signal == 9
         assert res.restart_reason and "fresh" in res.restart_reason
-        assert time.monotonic() - start < 5
         assert_fresh_and_working(s)
         slept = s.run_python("import time\ntime.sleep(100)", timeout=0.5)
         assert slept.timed_out and slept.restarted
@@ -116,12 +114,29 @@ def test_crashes_restart_the_interpreter(any_sandbox: Sandbox, clean: Clean, nam
     clean(any_sandbox)
 
 
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout_s`` (a hang guard only)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
 def test_died_between_calls_is_reported(any_sandbox: Sandbox) -> None:
     with any_sandbox.session() as s:
+        # The interpreter dies when the host says so (a file appears), i.e. surely after
+        # the call returned; the host then waits until the death reached its end of the
+        # channel (no public seam says that, so it asks the session's REPL client).
         code = ("import os, threading, time\nstate = 1\n"
-                "threading.Thread(target=lambda: (time.sleep(0.2), os._exit(5))).start()")
+                "def die():\n"
+                "    while not os.path.exists('die'):\n"
+                "        time.sleep(0.01)\n"
+                "    os._exit(5)\n"
+                "threading.Thread(target=die, daemon=True).start()")
         assert s.run_python(code).ok
-        time.sleep(0.6)
+        s.write_file("die", "")
+        repl = s._repl  # type: ignore[attr-defined]
+        wait_until(lambda: repl.channel is not None and repl.channel.pending())
         res = s.run_python("state if 'state' in dir() else 'fresh'")
         assert res.ok and res.restarted and res.value == "'fresh'"
         assert res.restart_reason and "since the previous call" in res.restart_reason
@@ -203,10 +218,9 @@ def test_non_utf8_output(any_sandbox: Sandbox) -> None:
 def test_fork_bomb_in_the_repl_is_contained(sandbox: Sandbox, clean: Clean) -> None:
     code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     with sandbox.session() as s:
-        start = time.monotonic()
-        res = s.run_python(code, timeout=1)
+        res = s.run_python(code, timeout=1)  # never ends on its own: only a limit stops it
         assert res.restarted and not res.ok
-        assert time.monotonic() - start < 10
+        assert res.exit_code is None and res.signal is not None
         assert_fresh_and_working(s)
     clean(sandbox)
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -262,12 +261,12 @@ def test_bad_candidates_score_zero_with_reason(state: list[SqliteImageSource], s
 
 def test_candidate_timeout_scores_zero_and_skips_the_rest(state: list[SqliteImageSource]) -> None:
     verifier = compile({"type": "sql_match", "timeout_s": 0.3})
-    start = time.monotonic()
     score = verifier("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
                      "SELECT count(*) FROM r", task("SELECT 1"), state)
-    assert time.monotonic() - start < 1.0  # not once per database
     assert score.ok and score.value == 0.0 and "timeout" in score.details["reason"]
-    assert score.details["databases"][1]["reason"].startswith("skipped")
+    # The deadline is paid once, not once per database: the copies are never queried.
+    assert len(score.details["databases"]) == len(state) > 1
+    assert all(d["reason"].startswith("skipped") for d in score.details["databases"][1:])
 
 
 @dataclass

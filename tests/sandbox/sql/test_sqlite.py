@@ -1,12 +1,11 @@
+"""The guarded SQLite layer (gymhub.sandbox.sql.sqlite), its sources and shared helpers."""
+
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import threading
-import time
 import tracemalloc
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +14,8 @@ import pytest
 from gymhub.errors import BackendError
 from gymhub.sandbox.sql import (
     MAX_SQL_CHARS,
-    PostgresDatabase,
     PostgresSource,
     QueryError,
-    QueryResult,
     SqlDatabase,
     SqliteDatabase,
     SqliteFileSource,
@@ -261,23 +258,22 @@ def test_encoding_and_size_limits(db: SqliteDatabase) -> None:
 
 
 def test_infinite_recursive_cte_times_out(db: SqliteDatabase) -> None:
+    # The query never ends on its own, so any answer at all is the deadline at work; the
+    # typed kind and the message say which limit stopped it.
     sql = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
-    start = time.monotonic()
     with pytest.raises(QueryError) as info:
         db.query(sql, timeout_s=0.4)
-    elapsed = time.monotonic() - start
     assert info.value.kind == "timeout"
     assert str(info.value).startswith("query stopped after 0.4 s")
-    assert 0.35 <= elapsed < 0.8
     assert db.query("SELECT 1").rows == ((1,),)  # still usable afterwards
 
 
 def test_huge_cross_join_times_out(db: SqliteDatabase) -> None:
-    start = time.monotonic()
+    # 10^8 rows would take many seconds to count: "timeout" means the deadline stopped it.
     with pytest.raises(QueryError) as info:
-        db.query("SELECT count(*) FROM n a, n b", timeout_s=0.4)  # 10^8 rows
+        db.query("SELECT count(*) FROM n a, n b", timeout_s=0.4)
     assert info.value.kind == "timeout"
-    assert time.monotonic() - start < 0.8
+    assert str(info.value).startswith("query stopped after 0.4 s")
 
 
 def test_million_row_result_is_streamed(db: SqliteDatabase) -> None:
@@ -395,183 +391,3 @@ def test_resolve_table_and_quote_ident() -> None:
     assert err.value.kind == "runtime" and "did you mean 'customers'" in str(err.value)
     assert quote_ident("order") == '"order"'
     assert quote_ident('we"ird name') == '"we""ird name"'
-
-
-# ------------------------------------------------------------------ rendering
-def result(columns: tuple[str, ...], rows: list[tuple[object, ...]], count: int | None = None,
-           more: bool = False) -> QueryResult:
-    n = len(rows) if count is None else count
-    return QueryResult(columns, tuple(rows), n, more, more or len(rows) < n, 1.0)
-
-
-def test_render_basic() -> None:
-    text = render_result(result(("id", "name", "score", "blob"),
-                                [(1, "Ann", 0.1 + 0.2, b"\x00\xff"), (22, None, 3.0, None)]))
-    lines = text.splitlines()
-    assert lines[0].split(" | ")[0].strip() == "id"
-    assert set(lines[1]) <= {"-", "+"}
-    assert "0.3 " in lines[2] + " " and "x'00ff'" in lines[2]
-    assert "NULL" in lines[3] and "3.0" in lines[3]
-    assert lines[-1] == "(2 rows)"
-    assert render_result(result(("x",), [(1,)])).endswith("(1 row)")
-    assert render_result(result(("x",), [])).endswith("(0 rows)")
-
-
-def test_render_truncation_and_footers() -> None:
-    long = "y" * 100
-    text = render_result(result(("s",), [(long,), ("a\nb",)]))
-    assert "y" * 39 + "…" in text and "y" * 41 not in text
-    assert "a\\nb" in text
-    assert render_result(result(("x",), [(i,) for i in range(20)], count=1234)).endswith(
-        "(showing 20 of 1,234 rows)")
-    assert render_result(result(("x",), [(i,) for i in range(200)], count=100_000, more=True)
-                         ).endswith("(showing 200 of at least 100,000 rows)")
-
-
-@pytest.mark.parametrize("max_chars", [0, 1, 10, 40, 100, 500, 4000])
-def test_render_never_exceeds_max_chars(max_chars: int) -> None:
-    wide = result(tuple(f"column_{i}" for i in range(30)),
-                  [tuple("v" * 60 for _ in range(30)) for _ in range(50)])
-    for res in (wide, result(("x",), [(i,) for i in range(5000)])):
-        text = render_result(res, max_chars=max_chars)
-        assert len(text) <= max_chars
-    text = render_result(result(("x",), [(i,) for i in range(5000)]), max_chars=500)
-    assert text.endswith("of 5,000 rows)")
-
-
-# ------------------------------------------------------------------ PostgreSQL
-PG_URL = os.environ.get("GYMHUB_TEST_POSTGRES_URL", "")
-
-
-@pytest.fixture(scope="module")
-def pg_reader() -> Iterator[tuple[str, str]]:
-    """A private schema and a SELECT-only role; yields ``(reader_url, schema)``."""
-    if not PG_URL:
-        pytest.skip("GYMHUB_TEST_POSTGRES_URL is not set")
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL unreachable: {exc}")
-    tag = uuid.uuid4().hex[:8]
-    schema, role, password = f"gymhub_sqltest_{tag}", f"gymhub_sqltest_r_{tag}", uuid.uuid4().hex
-    admin.execute(f"CREATE SCHEMA {schema}")
-    admin.execute(f"CREATE TABLE {schema}.customers (id int PRIMARY KEY, name text NOT NULL)")
-    admin.execute(f"CREATE TABLE {schema}.orders (id int PRIMARY KEY, "
-                  f"customer_id int REFERENCES {schema}.customers(id), total numeric(10,2), "
-                  "day date, note text)")
-    admin.execute(f"INSERT INTO {schema}.customers VALUES (1, 'Ann'), (2, 'Bob')")
-    admin.execute(f"INSERT INTO {schema}.orders VALUES (1, 1, 10.50, '2024-01-02', '50%'), "
-                  "(2, 2, 3.25, NULL, NULL)")
-    admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
-    admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
-    admin.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
-    params = conninfo_to_dict(PG_URL)
-    host, port = params.get("host") or "localhost", params.get("port") or "5432"
-    url = f"postgresql://{role}:{password}@{host}:{port}/{params.get('dbname') or 'postgres'}"
-    try:
-        yield url, schema
-    finally:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-        admin.execute(f"DROP OWNED BY {role}")
-        admin.execute(f"DROP ROLE {role}")
-        admin.close()
-
-
-@pytest.fixture
-def pg(pg_reader: tuple[str, str]) -> PostgresDatabase:
-    url, schema = pg_reader
-    return PostgresDatabase(url, schema, label="pg-test")
-
-
-def pg_count() -> int:
-    import psycopg
-
-    with psycopg.connect(PG_URL) as admin:
-        row = admin.execute("SELECT count(*) FROM pg_namespace n JOIN pg_class c "
-                            "ON c.relnamespace = n.oid WHERE n.nspname LIKE 'gymhub_sqltest_%'"
-                            ).fetchone()
-        return int(row[0]) if row else -1
-
-
-@pytest.mark.postgres
-def test_pg_reads_and_introspection(pg: PostgresDatabase) -> None:
-    res = pg.query("SELECT id, total, day, note FROM orders ORDER BY id")
-    assert res.columns == ("id", "total", "day", "note")
-    assert str(res.rows[0][1]) == "10.50" and res.rows[1][2] is None
-    text = render_result(res)
-    assert "2024-01-02" in text and "NULL" in text and text.endswith("(2 rows)")
-    assert pg.query("SELECT note FROM orders WHERE note LIKE '50%' AND ' :x ' <> ''").rows == (
-        ("50%",),)
-    assert pg.tables() == ["customers", "orders"]
-    info = pg.describe("orders")
-    cols = {c.name: c for c in info.columns}
-    assert info.row_count == 2 and cols["id"].primary_key and not cols["id"].nullable
-    assert cols["customer_id"].references == "customers.id"
-    assert cols["total"].type == "numeric(10,2)"
-    with pytest.raises(QueryError, match="did you mean 'orders'") as err:
-        pg.describe("ordrs")
-    assert err.value.kind == "runtime"
-
-
-@pytest.mark.postgres
-@pytest.mark.parametrize("sql", [
-    "INSERT INTO orders VALUES (9, 1, 1, NULL, NULL)",
-    "DELETE FROM orders",
-    "DROP TABLE orders",
-    "CREATE TABLE evil (x int)",
-    "WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone",
-    "SELECT * FROM orders FOR UPDATE",
-    "SELECT pg_read_file('/etc/passwd')",
-    "SET search_path = public",
-    "COPY orders TO STDOUT",
-])
-def test_pg_writes_and_privileged_reads_refused(pg: PostgresDatabase, sql: str) -> None:
-    before = pg_count()
-    with pytest.raises(QueryError) as info:
-        pg.query(sql)
-    assert info.value.kind == "refused", str(info.value)
-    assert pg.query("SELECT count(*) FROM orders").rows == ((2,),)
-    assert pg_count() == before
-
-
-@pytest.mark.postgres
-def test_pg_errors_and_timeout(pg: PostgresDatabase) -> None:
-    for sql, kind in [("SELEC 1", "syntax"), ("SELECT * FROM ordrs", "syntax"),
-                      ("SELECT 1/0", "runtime"), ("SELECT 1; SELECT 2", "refused"),
-                      ("SELECT '\ud800'", "encoding")]:
-        with pytest.raises(QueryError) as info:
-            pg.query(sql)
-        assert info.value.kind == kind, (sql, str(info.value))
-    start = time.monotonic()
-    with pytest.raises(QueryError) as info:
-        pg.query("SELECT pg_sleep(10)", timeout_s=0.5)
-    assert info.value.kind == "timeout"
-    assert time.monotonic() - start < 1.5
-    assert pg.query("SELECT 1").rows == ((1,),)
-
-
-@pytest.mark.postgres
-def test_pg_nothing_outlives_a_query(pg: PostgresDatabase) -> None:
-    pg.query("SELECT set_config('search_path', 'public', false)")
-    pg.query("SELECT pg_advisory_lock(4242)")
-    assert pg.query("SELECT count(*) FROM customers").rows == ((2,),)  # search_path restored
-    locks = pg.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").rows
-    assert locks == ((0,),)
-
-
-@pytest.mark.postgres
-def test_pg_large_result_streamed(pg: PostgresDatabase) -> None:
-    res = pg.query("SELECT g FROM generate_series(1, 1000000) g", max_rows=50, timeout_s=10)
-    assert len(res.rows) == 50 and res.row_count == 100_000 and res.more
-
-
-def test_pg_dead_server_is_backend_error() -> None:
-    pytest.importorskip("psycopg")
-    dead = PostgresDatabase("postgresql://nobody@127.0.0.1:1/none", "s")
-    with pytest.raises(BackendError):
-        dead.query("SELECT 1")
-    with pytest.raises(BackendError):
-        dead.tables()

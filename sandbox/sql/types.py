@@ -1,6 +1,6 @@
 """Shared vocabulary of the SQL sandbox: errors, results, schema info and a tiny lexer.
 
-The backends (:mod:`.sql_sqlite`, :mod:`.sql_postgres`) and the renderer import from
+The backends (:mod:`.sqlite`, :mod:`.postgres`) and the renderer import from
 here so that :mod:`gymhub.sandbox.sql`, the public facade, can re-export everything
 without import cycles. The lexer is deliberately small: it only needs to find words
 outside strings, quoted identifiers and comments, with their parenthesis depth, which

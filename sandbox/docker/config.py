@@ -1,7 +1,7 @@
 """Docker backend configuration that needs no SDK: where the daemon is, and seccomp.
 
-Kept apart from :mod:`gymhub.sandbox.docker_backend` so that tests and tools can find the
-socket or inspect the profile without importing the ``docker`` SDK.
+Kept apart from :mod:`gymhub.sandbox.docker.backend` so that tests and tools can find
+the socket or inspect the profile without importing the ``docker`` SDK.
 """
 
 from __future__ import annotations

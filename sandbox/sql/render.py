@@ -1,4 +1,4 @@
-"""Render a :class:`~.sql_types.QueryResult` as a compact text table for the agent.
+"""Render a :class:`~.types.QueryResult` as a compact text table for the agent.
 
 The agent reads results as tokens, so the table is short and unambiguous: one header,
 ``|``-separated cells cut at ~40 characters, ``NULL`` for SQL NULL (never an empty
@@ -13,7 +13,7 @@ import datetime as dt
 import decimal
 from typing import Any
 
-from .sql_types import QueryResult
+from gymhub.sandbox.sql.types import QueryResult
 
 __all__ = ["format_cell", "render_result"]
 

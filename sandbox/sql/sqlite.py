@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gymhub.errors import BackendError
-
-from .sql_types import (
+from gymhub.sandbox.sql.types import (
     READ_ONLY_MESSAGE,
     ColumnInfo,
     QueryError,

@@ -21,8 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gymhub.errors import BackendError
-
-from .sql_types import (
+from gymhub.sandbox.sql.types import (
     READ_ONLY_MESSAGE,
     ColumnInfo,
     QueryError,

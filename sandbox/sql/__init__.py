@@ -1,8 +1,8 @@
 """Guarded execution of an agent's SQL on SQLite and PostgreSQL fixtures.
 
-This is the public face of the SQL sandbox; the pieces live in :mod:`.sql_types`
-(errors, results, protocols), :mod:`.sql_sqlite`, :mod:`.sql_postgres` and
-:mod:`.sql_render`. An environment opens a :class:`SqlDatabase` per episode, passes
+This is the public face of the SQL sandbox; the pieces live in :mod:`.types`
+(errors, results, protocols), :mod:`.sqlite`, :mod:`.postgres` and
+:mod:`.render`. An environment opens a :class:`SqlDatabase` per episode, passes
 the agent's text to :meth:`SqlDatabase.query` and shows either
 :func:`render_result` of the result or ``str()`` of the :class:`QueryError`. A
 verifier receives :class:`DatabaseSource` objects and opens fresh handles itself.
@@ -47,10 +47,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sql_postgres import PostgresDatabase, normalize_url
-from .sql_render import format_cell, render_result
-from .sql_sqlite import SqliteDatabase
-from .sql_types import (
+from gymhub.sandbox.sql.postgres import PostgresDatabase, normalize_url
+from gymhub.sandbox.sql.render import format_cell, render_result
+from gymhub.sandbox.sql.sqlite import SqliteDatabase
+from gymhub.sandbox.sql.types import (
     MAX_SQL_CHARS,
     ColumnInfo,
     DatabaseSource,

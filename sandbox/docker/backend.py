@@ -1,8 +1,9 @@
 """The ``docker`` backend: containers through the Docker Engine API, with a warm pool.
 
 Works with a Docker daemon or Podman's Docker-compatible service (``podman system
-service``; ``.ci/setup_sandbox.sh`` starts one). The ``docker`` SDK is imported only when
-this backend is used.
+service``; ``scripts/setup-system.sh`` starts one). The ``docker`` SDK is imported only
+when this backend is used; ``import docker`` here is absolute, so it loads the SDK and
+not the enclosing :mod:`gymhub.sandbox.docker` package.
 
 Each session holds one container; each call is an ``exec`` in it. Containers are
 created with ``network_mode=none``, a memory limit equal to the swap limit, a pids limit,
@@ -36,15 +37,14 @@ from gymhub.errors import BackendError
 from gymhub.sandbox.base import (
     WORKDIR,
     ExecResult,
-    Files,
     Limits,
     PythonResult,
     Sandbox,
     Session,
 )
 from gymhub.sandbox.cgroups import pid_alive
-from gymhub.sandbox.docker_config import find_docker_host, seccomp_profile
-from gymhub.sandbox.docker_exec import SANDBOX_USER, DockerChannel, DockerExec
+from gymhub.sandbox.docker.config import find_docker_host, seccomp_profile
+from gymhub.sandbox.docker.exec import SANDBOX_USER, DockerChannel, DockerExec
 from gymhub.sandbox.hostsession import BASE_ENV
 from gymhub.sandbox.repl import Channel, ReplClient
 from gymhub.sandbox.workdir import HostWorkdir, base_dir
@@ -77,7 +77,7 @@ class DockerSandbox(Sandbox):
     Args:
         limits: default limits (pooled containers are built for these).
         image: image with ``/bin/sh`` and ``python3`` (``$GYMHUB_SANDBOX_IMAGE`` or
-            ``gymhub-sandbox:bookworm`` built by ``.ci/setup_sandbox.sh``).
+            ``gymhub-sandbox:bookworm`` built by ``scripts/setup-system.sh``).
         base_url: daemon URL (``find_docker_host()`` when omitted).
         pool_size: idle containers kept warm; 0 creates one container per session.
         max_uses: sessions a container serves before it is retired.
@@ -106,7 +106,7 @@ class DockerSandbox(Sandbox):
             self.client.images.get(self.image)
         except docker.errors.ImageNotFound as exc:
             raise BackendError(f"sandbox image {self.image!r} not found; run "
-                               ".ci/setup_sandbox.sh") from exc
+                               "scripts/setup-system.sh") from exc
         except Exception as exc:
             raise BackendError(f"Docker API at {url} unusable: {exc}") from exc
         self.api = self.client.api
@@ -273,11 +273,9 @@ class DockerSession(Session):
     """A session on one container: ``exec`` per call, workdir shared with the host."""
 
     def __init__(self, sandbox: DockerSandbox, box: _Box, limits: Limits) -> None:
+        super().__init__(limits)
         self._sandbox = sandbox
         self._box = box
-        self.limits = limits
-        self._lock = threading.RLock()
-        self._closed = False
         self._repl = ReplClient(self._start_repl, limits, sandbox.name)
 
     def _start_repl(self) -> Channel:
@@ -286,52 +284,35 @@ class DockerSession(Session):
     def run_python(self, code: str, *, timeout: float | None = None) -> PythonResult:
         """Run a cell in the session's REPL (see :meth:`Session.run_python`)."""
         with self._lock:
-            self._check()
+            self._check_open()
             return self._repl.run(code, timeout)
 
-    def _check(self) -> _Box:
-        if self._closed:
-            raise RuntimeError("the sandbox session is closed")
-        return self._box
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | str | None = None,
-        files: Files | None = None,
-        collect: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        limits: Limits | None = None,
-    ) -> ExecResult:
-        """Run one command (see :meth:`Session.run`)."""
-        if isinstance(argv, str) or not argv:
-            raise ValueError("argv must be a non-empty list of strings")
-        lim = limits or self.limits
-        with self._lock:
-            box = self._check()
-            for name, data in (files or {}).items():
-                box.workdir.write_file(name, data)
-            data_in = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-            result = DockerExec(self._sandbox, box, lim, self._repl.sid).run(list(argv), data_in,
-                                                        {**BASE_ENV, "HOME": "/tmp", **(env or {})})
-            files_out = box.workdir.collect(tuple(collect), lim.file_size_mb << 20)
+    def _execute(self, argv: list[str], stdin: bytes, env: Mapping[str, str], limits: Limits,
+                 collect: tuple[str, ...]) -> ExecResult:
+        """Run one command as an ``exec`` in the container (see :meth:`Session._execute`)."""
+        box = self._box
+        result = DockerExec(self._sandbox, box, limits, self._repl.sid).run(
+            argv, stdin, {**BASE_ENV, "HOME": "/tmp", **env})
+        files_out = box.workdir.collect(collect, limits.file_size_mb << 20)
         return ExecResult(**{**result, "files": files_out, "backend": self._sandbox.name})
 
     def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
         """Write a workdir file (see :meth:`Session.write_file`)."""
         with self._lock:
-            self._check().workdir.write_file(path, data, mode)
+            self._check_open()
+            self._box.workdir.write_file(path, data, mode)
 
     def read_file(self, path: str, max_bytes: int | None = None) -> bytes:
         """Read a workdir file (see :meth:`Session.read_file`)."""
         with self._lock:
-            return self._check().workdir.read_file(path, max_bytes)
+            self._check_open()
+            return self._box.workdir.read_file(path, max_bytes)
 
     def list_files(self) -> list[str]:
         """List workdir files (see :meth:`Session.list_files`)."""
         with self._lock:
-            return self._check().workdir.list_files()
+            self._check_open()
+            return self._box.workdir.list_files()
 
     def close(self) -> None:
         """Return the container to the pool (cleaned) or remove it (idempotent)."""
@@ -341,8 +322,3 @@ class DockerSession(Session):
             self._closed = True
             self._repl.kill()
         self._sandbox.release(self._box)
-
-    @property
-    def closed(self) -> bool:
-        """Whether the session is closed."""
-        return self._closed

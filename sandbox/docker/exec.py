@@ -1,6 +1,6 @@
 """Commands and the REPL inside a docker-backend container: supervised ``exec``s.
 
-Split from :mod:`gymhub.sandbox.docker_backend` (containers and the pool) because both
+Split from :mod:`gymhub.sandbox.docker.backend` (containers and the pool) because both
 halves talk to processes *inside* a container, where the host cannot signal them:
 
 * :class:`DockerExec` runs one command through a shell wrapper that, afterwards, kills
@@ -37,7 +37,7 @@ from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv
 from gymhub.sandbox.repl import Channel, Death, server_argv
 
 if TYPE_CHECKING:
-    from gymhub.sandbox.docker_backend import DockerSandbox, _Box
+    from gymhub.sandbox.docker.backend import DockerSandbox, _Box
 
 __all__ = ["SANDBOX_USER", "DockerChannel", "DockerExec", "box_limits", "kill_all"]
 
