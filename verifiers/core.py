@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import importlib
 import inspect
 import json
 import sys
@@ -53,17 +54,20 @@ class _Kind:
 KINDS: dict[str, _Kind] = {}
 
 
-def verifier_kind(name: str) -> Callable[[Builder], Builder]:
+def verifier_kind(name: str, *, depends_on: Sequence[str] = ()) -> Callable[[Builder], Builder]:
     """Register a builder ``build(spec: SpecReader) -> verify`` under ``type=name``.
 
     The builder reads and validates its fields through ``spec`` (so errors name the
-    field), precomputes, and returns the verify function.
+    field), precomputes, and returns the verify function. ``depends_on`` names further
+    modules whose source decides scores (a harness run inside the sandbox): they are
+    hashed into the id too, so changing them changes ``name@hash``.
     """
 
     def register(build: Builder) -> Builder:
         module = sys.modules.get(build.__module__)
         try:
             source = inspect.getsource(module) if module else inspect.getsource(build)
+            source += "".join(inspect.getsource(importlib.import_module(m)) for m in depends_on)
         except (OSError, TypeError):
             source = build.__qualname__
         digest = hashlib.sha256(source.encode()).hexdigest()

@@ -493,7 +493,7 @@ def score_run(run: SuiteRun, verifier: str = "") -> Score:
                  details=details, verifier=verifier)
 
 
-@verifier_kind("unit_tests")
+@verifier_kind("unit_tests", depends_on=("gymhub.verifiers.unit_tests_harness",))
 def build_unit_tests(spec: SpecReader) -> VerifyFn:
     """Compile a ``unit_tests`` spec.
 

@@ -110,3 +110,17 @@ def test_regex_caps_submission_length_before_matching():
     assert v("a" * 48 + "b", TASK).value == 1.0
     s = v("a" * 10_000 + "b", TASK)
     assert s.ok and s.value == 0.0 and "limit" in s.details["reason"]
+
+
+def test_a_kind_hashes_the_modules_it_depends_on():
+    from gymhub.verifiers.core import KINDS, verifier_kind
+
+    def build(spec):
+        return lambda submission, task, state: None
+
+    verifier_kind("_probe_alone")(build)
+    verifier_kind("_probe_harness", depends_on=("gymhub.verifiers.unit_tests_harness",))(build)
+    try:
+        assert KINDS["_probe_alone"].source_hash != KINDS["_probe_harness"].source_hash
+    finally:
+        del KINDS["_probe_alone"], KINDS["_probe_harness"]
