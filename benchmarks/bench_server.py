@@ -8,7 +8,7 @@ Everything runs on this machine in the same run, so only ratios are comparable:
 
 * in-process: the same ``echo-v0`` environments stepped directly;
 * gymhub: ``gymhub serve echo-v0`` as a separate process, driven from this process by
-  :class:`~gymhub.server.client.AsyncEnvClient`; every episode slot loops
+  :class:`~gymhub.client.AsyncEnvClient`; every episode slot loops
   open -> 3 x ``look`` -> gold ``submit`` -> close. The client coalesces the operations
   ready in one event-loop turn into one ``POST /v1/batch`` (its default); the
   "1 req/op" columns are the same client with ``batch=False``, one request per
@@ -39,8 +39,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gymhub.client import AsyncEnvClient, RemoteEpisode
 from gymhub.envs import make
-from gymhub.server.client import AsyncEnvClient, RemoteEpisode
 from gymhub.types import Message, ToolCall
 
 LOOK = Message(role="assistant", content="",

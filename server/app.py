@@ -3,12 +3,12 @@
 The app is a thin shell. Route handlers validate the request (pydantic, at the wire
 only), hand the work to the manager, and return the bytes the manager produced, so a
 step reply is serialised once, in a worker thread, and never re-validated on the way
-out. In front of FastAPI sits :class:`~gymhub.server.front.Front`, a pure-ASGI layer
+out. In front of FastAPI sits :class:`~gymhub.server.asgi_front.AsgiFront`, a pure-ASGI layer
 that checks the bearer token and the body size before any body byte is read and
 answers the routes every episode uses (open, step, close, batch) without FastAPI's
 per-request machinery; the FastAPI routes below still define the OpenAPI schema and
 answer everything else. Every failure leaves as ``{"error": {"code", "message"}}``
-with the status that :data:`gymhub.server.errors.STATUS` assigns to its code.
+with the status that :data:`gymhub.errors.STATUS` assigns to its code.
 """
 
 from __future__ import annotations
@@ -28,20 +28,14 @@ from starlette.types import Receive, Scope, Send
 
 from gymhub.envs import Registry
 from gymhub.envs import registry as default_registry
-from gymhub.errors import GymhubError
+from gymhub.errors import GymhubError, InvalidRequest, ReferenceDisabled, error_from_code
 
+from .asgi_front import AsgiFront
 from .batch import run_batch
 from .episodes import EpisodeManager
-from .errors import (
-    InvalidRequest,
-    ReferenceDisabled,
-    error_from_wire,
-    internal_error,
-)
-from .front import Front
+from .error_replies import error_reply, internal_error, readable
 from .metrics import CONTENT_TYPE
-from .replies import error_reply, readable
-from .wire import (
+from .wire_models import (
     BatchReply,
     BatchRequest,
     CreateEpisode,
@@ -153,7 +147,7 @@ def create_app(
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
         code = codes.get(exc.status_code, "invalid_request")
         status = exc.status_code if exc.status_code in codes else 422
-        return fail(error_from_wire(status, code, str(exc.detail)))  # the typed class, if any
+        return fail(error_from_code(status, code, str(exc.detail)))  # the typed class, if any
 
     async def on_crash(_r: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
@@ -163,7 +157,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_crash)
-    app.front = Front(manager, functools.partial(FastAPI.__call__, app), token=token,
+    app.front = AsgiFront(manager, functools.partial(FastAPI.__call__, app), token=token,
                       max_body_bytes=max_body_bytes)
 
     def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -282,13 +276,13 @@ def _document_bearer(app: FastAPI) -> None:
 
 
 class ServerApp(FastAPI):
-    """FastAPI whose HTTP requests pass through a :class:`Front` first.
+    """FastAPI whose HTTP requests pass through a :class:`AsgiFront` first.
 
     Attributes:
         front: set by :func:`create_app`; until then requests go straight to FastAPI.
     """
 
-    front: Front | None = None
+    front: AsgiFront | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry: HTTP to the front door, lifespan (and anything else) to FastAPI."""

@@ -23,9 +23,8 @@ import logging
 from gymhub.errors import GymhubError
 
 from .episodes import EpisodeManager
-from .errors import internal_error
-from .replies import error_reply
-from .wire import BatchClose, BatchCreate, BatchRequest, BatchStep, dumps
+from .error_replies import error_reply, internal_error
+from .wire_models import BatchClose, BatchCreate, BatchRequest, BatchStep, dumps
 
 __all__ = ["run_batch"]
 

@@ -4,7 +4,7 @@ One process serves one set of episodes held in its memory, so there is deliberat
 no uvicorn ``--workers``: several worker processes behind one port would scatter an
 episode's steps over processes that do not hold it (NeMo Gym's failure). To use more
 cores, start more ``gymhub serve`` processes on more ports and spread episodes over
-them with :class:`gymhub.server.pool.EnvPool` (see ``docs/scale-out.md``).
+them with :class:`gymhub.client.pool.EnvPool` (see ``docs/scale-out.md``).
 ``--workers`` here sizes the thread pool that runs environment code.
 
 The server process tunes Python's cyclic garbage collector (``--gc-threshold``): with

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from gymhub.client import AsyncEnvClient
 from gymhub.envs import Registry, TextEnv, registry
 from gymhub.envs.echo import EchoEnv
 from gymhub.server.app import create_app
-from gymhub.server.client import AsyncEnvClient
 from gymhub.types import Message, StepResult
 
 

@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 
 from gymhub.envs import Registry, registry
-from gymhub.errors import EnvNotFound, EpisodeFinished, TaskNotFound
-from gymhub.server.errors import (
+from gymhub.errors import (
     AtCapacity,
     DeadlineExceeded,
+    EnvNotFound,
+    EpisodeFinished,
     EpisodeNotFound,
     SeqConflict,
     ServerDraining,
+    TaskNotFound,
 )
 from gymhub.types import Message, Score, ToolCall
 

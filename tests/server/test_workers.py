@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gymhub.server.errors import DeadlineExceeded, ServerDraining
+from gymhub.errors import DeadlineExceeded, ServerDraining
 from gymhub.server.workers import Workers
 
 from .conftest import run

@@ -27,15 +27,14 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from gymhub.errors import GymhubError
+from gymhub.errors import GymhubError, InvalidRequest, PayloadTooLarge, Unauthorized
 
 from .batch import run_batch
 from .episodes import EpisodeManager
-from .errors import InvalidRequest, PayloadTooLarge, Unauthorized, internal_error
-from .replies import Headers, error_reply, readable
-from .wire import BatchRequest, CreateEpisode, StepRequest, dumps
+from .error_replies import Headers, error_reply, internal_error, readable
+from .wire_models import BatchRequest, CreateEpisode, StepRequest, dumps
 
-__all__ = ["Front"]
+__all__ = ["AsgiFront"]
 
 log = logging.getLogger("gymhub.server")
 
@@ -60,7 +59,7 @@ async def send_json(send: Send, status: int, body: bytes, headers: Headers | Non
     await send({"type": "http.response.body", "body": body})
 
 
-class Front:
+class AsgiFront:
     """Auth, body limit and the hot routes; everything else goes to ``fallback``.
 
     Args:
