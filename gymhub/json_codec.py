@@ -30,9 +30,9 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse JSON; what orjson refuses but JSON allows is parsed by :mod:`json`.
+    r"""Parse JSON; what orjson refuses but JSON allows is parsed by :mod:`json`.
 
-    The lenient writers below escape a lone surrogate (``"\\udcff"``) rather than fail,
+    The lenient writers below escape a lone surrogate (``"\udcff"``) rather than fail,
     and orjson refuses to read one back; :func:`json.loads` accepts it, so an agent's
     garbage echoed in an observation still arrives.
     """
