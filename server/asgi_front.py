@@ -9,8 +9,8 @@ models FastAPI uses (parsed from the raw bytes in pydantic-core, without a Pytho
 dict in between), the same :class:`~gymhub.server.dispatch.Dispatcher` the FastAPI
 routes call applies the operation, and its reply bytes are sent as they are. Every
 other route, and any hot-route request this layer does not fully understand (an
-unusual content type, a ``root_path``), falls through to FastAPI, so the OpenAPI schema, the validation errors and the error codes stay those of the
-FastAPI app.
+unusual content type, a ``root_path``), falls through to FastAPI, so the OpenAPI
+schema, the validation errors and the error codes stay those of the FastAPI app.
 
 Authentication and the body-size limit are checked here for every request, before a
 body byte is read, also with ``fast_routes=False`` (every route then goes to FastAPI:
