@@ -133,11 +133,12 @@ class RemoteBackend:
 
     The pool spreads new episodes over ``urls`` and keeps each one on its server; the
     :class:`~gymhub.client.RemoteEpisode` it returns numbers the steps, so a
-    retried step is never applied twice. httpx connections and asyncio semaphores
-    belong to one event loop, and the learner runs each rollout in its own
-    ``asyncio.run``, so the pool is made lazily in the running loop and
-    :meth:`aclose` (which the trainer awaits at the end of every run) releases it;
-    the next loop gets a fresh one. Task lists are cached across loops.
+    retried step is never applied twice. Connections and asyncio semaphores belong to
+    one event loop; the trainer keeps one loop for the whole run
+    (:meth:`~gymhub.trainer.loop.GRPOTrainer.close` ends it), so the pool is made
+    lazily in that loop, once, and :meth:`aclose` releases it at the end. Should a
+    caller drive the backend from another loop, that loop gets a pool of its own.
+    Task lists are cached across loops.
 
     Args:
         urls: ``http://host:port`` of each server (they serve the same environments).
