@@ -579,9 +579,9 @@ def compare_fast_routes(n: int, env_ids: list[str], repeats: int, seconds: float
                     rate[name].append(episodes / secs)
             f_cpu, s_cpu = statistics.mean(cpu["fast"]), statistics.mean(cpu["fastapi"])
             f_rate, s_rate = statistics.mean(rate["fast"]), statistics.mean(rate["fastapi"])
+            cpu_ratio = f"{s_cpu / f_cpu:>9.2f}" if f_cpu else f"{'-':>9}"  # under a tick
             print(f"{label:>22} | {f_cpu:>10,.0f} {f_rate:>8,.1f} | {s_cpu:>13,.0f} "
-                  f"{s_rate:>8,.1f} | {s_cpu / f_cpu:>9.2f} {f_rate / s_rate:>10.2f}",
-                  flush=True)
+                  f"{s_rate:>8,.1f} | {cpu_ratio} {f_rate / s_rate:>10.2f}", flush=True)
         print("(CPU ratio: FastAPI-only server CPU / fast routes'; rate ratio: fast / "
               "FastAPI-only episodes/s; above 1 favours the fast routes)")
     finally:
