@@ -49,13 +49,13 @@ def make(env_id: str, **kwargs: Any) -> Env[list[Message], Message]:
     """Build an environment by id, or connect to a served one by URL.
 
     ``make("sql-v0")`` builds a registered environment (see :func:`gymhub.envs.make`);
-    ``make("http://host:port/sql-v0")`` returns a :class:`~gymhub.server.remote.RemoteEnv`
+    ``make("http://host:port/sql-v0")`` returns a :class:`~gymhub.client.RemoteEnv`
     that plays its episodes on that server and is used exactly like a local environment.
     The URL branch lives here, not in the registry, because ``envs`` sits below
     ``server`` in the layering.
     """
     if "://" in env_id:
-        from gymhub.server.remote import RemoteEnv
+        from gymhub.client import RemoteEnv
 
         return RemoteEnv.from_url(env_id, **kwargs)
     from gymhub.envs import make as _make

@@ -19,25 +19,60 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   ├── EpisodeNotStarted        ``step`` before ``reset``
     │   └── EpisodeFinished          ``step`` after the episode terminated or truncated
     ├── EnvCheckFailed               ``check_env`` found a broken contract
-    └── BackendError                 a database or sandbox backend is unusable
+    ├── BackendError                 a database or sandbox backend is unusable
+    └── ServerError                  answered by (or about) an environment server; ``status``
+        ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, restarted)
+        ├── SeqConflict              409 a stale or skipped ``seq`` (``expected`` says which)
+        ├── AtCapacity               429 the server holds ``max_episodes``; see ``retry_after``
+        ├── DeadlineExceeded         504 a step ran past the server's deadline; episode closed
+        ├── Unauthorized             401 missing or wrong bearer token
+        ├── PayloadTooLarge          413 the request body is over the server's limit
+        ├── InvalidRequest           422 the request does not match the wire schema
+        ├── ReferenceDisabled        403 gold/verifier endpoints are switched off on the server
+        ├── ServerDraining           503 the server is shutting down
+        ├── EnvCrashed               500 the environment raised; the episode was closed
+        ├── InternalServerError      500 anything else (a bug)
+        └── ServerUnreachable        no HTTP answer at all after the client's bounded retries
+            └── RequestTimeout       no answer within the client's deadline
+
+The server errors travel as ``{"error": {"code", "message"}}``; the client turns each
+``code`` back into the same class (:func:`error_from_code`), so code that catches
+:class:`EnvNotFound` or :class:`EpisodeFinished` works unchanged whether the
+environment is local or remote. Which HTTP status carries which code is the server's
+business (:mod:`gymhub.server.error_replies`); ``status`` on each class is its default.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AtCapacity",
     "BackendError",
     "ConfigError",
+    "DeadlineExceeded",
     "DuplicateEnv",
     "EnvCheckFailed",
+    "EnvCrashed",
     "EnvNotFound",
     "EpisodeError",
     "EpisodeFinished",
+    "EpisodeNotFound",
     "EpisodeNotStarted",
     "GymhubError",
+    "InternalServerError",
+    "InvalidRequest",
+    "PayloadTooLarge",
+    "ReferenceDisabled",
     "RegistryError",
+    "RequestTimeout",
+    "SeqConflict",
+    "ServerDraining",
+    "ServerError",
+    "ServerUnreachable",
     "SpecError",
     "TaskFileError",
     "TaskNotFound",
+    "Unauthorized",
+    "error_from_code",
 ]
 
 
@@ -146,3 +181,175 @@ class BackendError(GymhubError):
     """A backend (database, sandbox) could not be used at all."""
 
     code = "backend_error"
+
+
+# ------------------------------------------------------------------ server errors
+class ServerError(GymhubError):
+    """An error answered by (or about) an environment server.
+
+    Attributes:
+        status: the HTTP status that carries this error (0 when no answer came).
+        retry_after: seconds the server asked the client to wait, if it said so.
+    """
+
+    code = "server_error"
+    status = 500
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class EpisodeNotFound(ServerError):
+    """No open episode has that id: it was closed, reaped, or the server restarted."""
+
+    code = "episode_not_found"
+    status = 404
+
+
+class SeqConflict(ServerError):
+    """A step's ``seq`` is neither the next one nor the last one applied.
+
+    Attributes:
+        expected: the ``seq`` the server expects next, when known.
+    """
+
+    code = "seq_conflict"
+    status = 409
+
+    def __init__(
+        self, message: str = "", *, expected: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.expected = expected
+
+
+class AtCapacity(ServerError):
+    """The server already holds its maximum of open episodes; retry after ``retry_after``."""
+
+    code = "at_capacity"
+    status = 429
+
+
+class DeadlineExceeded(ServerError):
+    """The environment did not answer within the server's per-step deadline.
+
+    The server closes the episode (its resources are released when the stuck call
+    returns), so the client must start a new one.
+    """
+
+    code = "deadline_exceeded"
+    status = 504
+
+
+class Unauthorized(ServerError):
+    """The request lacks the server's bearer token, or carries a wrong one."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class PayloadTooLarge(ServerError):
+    """The request body is larger than the server accepts."""
+
+    code = "payload_too_large"
+    status = 413
+
+
+class InvalidRequest(ServerError, ValueError):
+    """The request does not match the wire schema (the message names the field)."""
+
+    code = "invalid_request"
+    status = 422
+
+
+class ReferenceDisabled(ServerError):
+    """Gold actions and verifier endpoints are switched off on this server."""
+
+    code = "reference_disabled"
+    status = 403
+
+
+class ServerDraining(ServerError):
+    """The server is shutting down and accepts no new work."""
+
+    code = "server_draining"
+    status = 503
+
+
+class EnvCrashed(ServerError):
+    """The environment raised an unexpected exception; the server closed the episode."""
+
+    code = "env_error"
+    status = 500
+
+
+class InternalServerError(ServerError):
+    """The server failed in a way it did not anticipate (a bug worth reporting)."""
+
+    code = "internal_error"
+    status = 500
+
+
+class ServerUnreachable(ServerError):
+    """No HTTP answer came back (refused, reset, dropped) after the client's bounded retries.
+
+    Named for what the learner can do about it (check the server), and unlike
+    ``httpx.TransportError`` it means the retries are spent: nothing above retries again.
+    """
+
+    code = "transport_error"
+    status = 0
+
+
+class RequestTimeout(ServerUnreachable):
+    """The server did not answer within the client's timeout."""
+
+    code = "request_timeout"
+
+
+_SERVER_CLASSES: tuple[type[ServerError], ...] = (
+    EpisodeNotFound, SeqConflict, AtCapacity, DeadlineExceeded, Unauthorized,
+    PayloadTooLarge, InvalidRequest, ReferenceDisabled, ServerDraining, EnvCrashed,
+    InternalServerError,
+)
+#: The classes whose codes a server answers, by code.
+_BY_CODE: dict[str, type[GymhubError]] = {
+    **{c.code: c for c in _SERVER_CLASSES},
+    **{c.code: c for c in (EnvNotFound, TaskNotFound, EpisodeFinished, EpisodeNotStarted,
+                           ConfigError)},
+}
+
+
+def error_from_code(status: int, code: str, message: str, *,
+                    retry_after: float | None = None,
+                    expected: int | None = None) -> GymhubError:
+    """Rebuild the exception a server answered, mirroring its ``code``.
+
+    It lives here, below both sides, because the client decodes answers with it and the
+    server uses it to type the errors its framework raises (404, 405, 413).
+
+    Args:
+        status: the HTTP status the answer came with.
+        code: the answer's stable ``error.code``.
+        message: the answer's ``error.message``.
+        retry_after: the ``Retry-After`` seconds, if the answer carried one.
+        expected: on ``seq_conflict``, the ``seq`` the server expects next.
+
+    Returns:
+        The class registered for ``code``; an unknown code (a newer server) becomes a
+        plain :class:`ServerError` keeping that code and status, so nothing is lost.
+    """
+    klass = _BY_CODE.get(code)
+    exc: GymhubError
+    if klass is SeqConflict:
+        exc = SeqConflict(message, expected=expected, retry_after=retry_after)
+    elif klass is not None and issubclass(klass, ServerError):
+        exc = klass(message, retry_after=retry_after)
+    elif klass is not None:
+        exc = klass(message)
+    else:
+        exc = ServerError(message, retry_after=retry_after)
+        exc.code = code
+        exc.status = status
+    return exc

@@ -1,13 +1,11 @@
-"""The HTTP boundary: serving episodes to learners on other machines.
+"""The HTTP boundary's server side: environments served to learners on other machines.
 
-Names are imported lazily so that ``import gymhub.server.client`` (what a learner
-needs) never pulls in FastAPI or the environments.
+* :func:`create_app` (:mod:`.app`): the FastAPI episode server.
+* :mod:`.cli`: ``gymhub serve``.
 
-* :func:`create_app` (:mod:`.app`): the FastAPI server.
-* :class:`AsyncEnvClient`, :class:`EnvClient`, :class:`RemoteEpisode` (:mod:`.client`).
-* :class:`RemoteEnv` (:mod:`.remote`): a served environment as a ``gymnasium.Env``.
-* :class:`EnvPool` (:mod:`.pool`): episodes spread over several servers.
-* :mod:`.errors`: the error codes and their exceptions.
+The learner's side (clients, ``RemoteEnv``, the pool) is :mod:`gymhub.client`; the
+exceptions both sides share are in :mod:`gymhub.errors`. ``create_app`` is imported
+lazily so that ``python -m gymhub.server.cli --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -16,23 +14,14 @@ if __name__ != "gymhub." + __name__.rpartition(".")[2]:  # run from the repo roo
     raise ImportError(f"import gymhub.{__name__}, not {__name__}: the top-level folders "
                       "are subpackages of gymhub and must not load a second time")
 
-import importlib
 from typing import Any
 
-__all__ = ["AsyncEnvClient", "EnvClient", "EnvPool", "RemoteEnv", "RemoteEpisode", "create_app"]
-
-_WHERE = {
-    "create_app": ".app",
-    "AsyncEnvClient": ".client",
-    "EnvClient": ".client",
-    "RemoteEpisode": ".client",
-    "RemoteEnv": ".remote",
-    "EnvPool": ".pool",
-}
+__all__ = ["create_app"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gymhub.server' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    if name == "create_app":
+        from .app import create_app
+
+        return create_app
+    raise AttributeError(f"module 'gymhub.server' has no attribute {name!r}")

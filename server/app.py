@@ -3,12 +3,12 @@
 The app is a thin shell. Route handlers validate the request (pydantic, at the wire
 only), hand the work to the manager, and return the bytes the manager produced, so a
 step reply is serialised once, in a worker thread, and never re-validated on the way
-out. In front of FastAPI sits :class:`~gymhub.server.front.Front`, a pure-ASGI layer
+out. In front of FastAPI sits :class:`~gymhub.server.asgi_front.AsgiFront`, a pure-ASGI layer
 that checks the bearer token and the body size before any body byte is read and
 answers the routes every episode uses (open, step, close, batch) without FastAPI's
 per-request machinery; the FastAPI routes below still define the OpenAPI schema and
 answer everything else. Every failure leaves as ``{"error": {"code", "message"}}``
-with the status that :data:`gymhub.server.errors.STATUS` assigns to its code.
+with the status that :data:`gymhub.errors.STATUS` assigns to its code.
 """
 
 from __future__ import annotations
@@ -28,20 +28,14 @@ from starlette.types import Receive, Scope, Send
 
 from gymhub.envs import Registry
 from gymhub.envs import registry as default_registry
-from gymhub.errors import GymhubError
+from gymhub.errors import GymhubError, InvalidRequest, ReferenceDisabled, error_from_code
 
-from .batch import run_batch
+from .asgi_front import AsgiFront
+from .dispatch import Dispatcher
 from .episodes import EpisodeManager
-from .errors import (
-    InvalidRequest,
-    ReferenceDisabled,
-    error_from_wire,
-    internal_error,
-)
-from .front import Front
+from .error_replies import error_reply, internal_error, readable
 from .metrics import CONTENT_TYPE
-from .replies import error_reply, readable
-from .wire import (
+from .wire_models import (
     BatchReply,
     BatchRequest,
     CreateEpisode,
@@ -84,6 +78,7 @@ def create_app(
     expose_reference: bool = True,
     drain_timeout_s: float = 30.0,
     env_kwargs: dict[str, dict[str, Any]] | None = None,
+    fast_routes: bool = True,
 ) -> FastAPI:
     """Build the environment server.
 
@@ -108,6 +103,9 @@ def create_app(
             ``check_env`` and ``--policy gold`` need); switch off on shared servers.
         drain_timeout_s: how long shutdown waits for in-flight steps.
         env_kwargs: constructor arguments per environment id.
+        fast_routes: answer open, step, close and batch in the pure-ASGI front door
+            (:class:`~gymhub.server.asgi_front.AsgiFront`) rather than through FastAPI's
+            stack; the replies are the same either way.
 
     Returns:
         A FastAPI app; run it with uvicorn (see :mod:`gymhub.server.cli`).
@@ -119,6 +117,7 @@ def create_app(
         env_kwargs=env_kwargs,
     )
     metrics = manager.metrics
+    dispatcher = Dispatcher(manager)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -153,7 +152,7 @@ def create_app(
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
         code = codes.get(exc.status_code, "invalid_request")
         status = exc.status_code if exc.status_code in codes else 422
-        return fail(error_from_wire(status, code, str(exc.detail)))  # the typed class, if any
+        return fail(error_from_code(status, code, str(exc.detail)))  # the typed class, if any
 
     async def on_crash(_r: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
@@ -163,8 +162,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_crash)
-    app.front = Front(manager, functools.partial(FastAPI.__call__, app), token=token,
-                      max_body_bytes=max_body_bytes)
+    app.front = AsgiFront(dispatcher, functools.partial(FastAPI.__call__, app), token=token,
+                          max_body_bytes=max_body_bytes, fast_routes=fast_routes)
 
     def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody} for c in codes}
@@ -224,15 +223,15 @@ def create_app(
               responses=errors(404, 413, 422, 429, 503, 504), tags=["episodes"])
     async def create_episode(req: CreateEpisode) -> Response:
         """Open an episode; the reply carries its id and first observation."""
-        body = await manager.create(req.env, seed=req.seed, task_id=req.task_id,
-                                    options=req.options, request_id=req.request_id)
-        return raw(body, 201)
+        status, body = await dispatcher.create(req)
+        return raw(body, status)
 
     @app.post("/v1/episodes/{episode_id}/step", response_model=StepReply,
               responses=errors(404, 409, 413, 422, 504), tags=["episodes"])
     async def step(episode_id: str, req: StepRequest) -> Response:
         """Apply step ``seq``; repeating the last ``seq`` replays its reply."""
-        return raw(await manager.step(episode_id, req.action, req.seq))
+        status, body = await dispatcher.step(episode_id, req)
+        return raw(body, status)
 
     @app.post("/v1/batch", response_model=BatchReply, responses=errors(413, 422),
               tags=["episodes"])
@@ -243,7 +242,8 @@ def create_app(
         one request. Statuses are per operation (``results[i].status``); the request
         itself fails only when it is malformed, too large or unauthorised.
         """
-        return raw(await run_batch(manager, req))
+        status, body = await dispatcher.batch(req)
+        return raw(body, status)
 
     @app.get("/v1/episodes/{episode_id}/gold", response_model=MessageModel,
              responses=errors(403, 404, 409, 504), tags=["reference"])
@@ -256,8 +256,8 @@ def create_app(
                 responses=errors(404), tags=["episodes"])
     async def close_episode(episode_id: str) -> Response:
         """Close an episode and release its environment."""
-        await manager.close(episode_id)
-        return raw(dumps({"episode_id": episode_id, "closed": True}))
+        status, body = await dispatcher.close(episode_id)
+        return raw(body, status)
 
     if token is not None:
         _document_bearer(app)
@@ -282,13 +282,13 @@ def _document_bearer(app: FastAPI) -> None:
 
 
 class ServerApp(FastAPI):
-    """FastAPI whose HTTP requests pass through a :class:`Front` first.
+    """FastAPI whose HTTP requests pass through a :class:`AsgiFront` first.
 
     Attributes:
         front: set by :func:`create_app`; until then requests go straight to FastAPI.
     """
 
-    front: Front | None = None
+    front: AsgiFront | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry: HTTP to the front door, lifespan (and anything else) to FastAPI."""

@@ -15,7 +15,7 @@ from gymhub.envs import EnvSpec, Registry, TextEnv
 from gymhub.errors import ConfigError, EnvNotFound
 from gymhub.types import Score
 
-from .wire import jsonable
+from .wire_models import jsonable
 
 __all__ = ["Catalog"]
 

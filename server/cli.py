@@ -4,7 +4,7 @@ One process serves one set of episodes held in its memory, so there is deliberat
 no uvicorn ``--workers``: several worker processes behind one port would scatter an
 episode's steps over processes that do not hold it (NeMo Gym's failure). To use more
 cores, start more ``gymhub serve`` processes on more ports and spread episodes over
-them with :class:`gymhub.server.pool.EnvPool` (see ``docs/scale-out.md``).
+them with :class:`gymhub.client.pool.EnvPool` (see ``docs/scale-out.md``).
 ``--workers`` here sizes the thread pool that runs environment code.
 
 The server process tunes Python's cyclic garbage collector (``--gc-threshold``): with
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gc-threshold", default="100000,50,1000", metavar="GEN0[,GEN1,GEN2]",
                    help="thresholds for gc.set_threshold in the server process ('' keeps "
                         "Python's 700,10,10)")
+    p.add_argument("--no-fast-routes", action="store_true",
+                   help="answer every route through FastAPI instead of the pure-ASGI fast "
+                        "routes (same replies; for measuring what the fast routes save)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p
@@ -98,6 +101,7 @@ def main(argv: list[str]) -> int:
             ttl_s=args.ttl if args.ttl > 0 else None, step_timeout_s=args.step_timeout,
             max_body_bytes=args.max_body_bytes, workers=args.workers,
             expose_reference=not args.no_reference, drain_timeout_s=args.drain_timeout,
+            fast_routes=not args.no_fast_routes,
         )
     except GymhubError as exc:
         print(f"gymhub serve: {exc}", file=sys.stderr)

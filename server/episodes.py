@@ -17,7 +17,7 @@ environment, so the event loop only moves bytes; the same bytes are the idempote
 cache.
 
 Environment instances whose episode ended normally are *recycled* (kept and reset
-for the next episode, see :mod:`.recycling`), because building an environment can
+for the next episode, see :mod:`.instance_pool`), because building an environment can
 cost ten times a step; the reaper also closes those a past load peak left idle. An
 episode that was closed early, reaped or timed out is closed and never recycled, so
 resources of an abandoned episode are released at once.
@@ -39,27 +39,25 @@ from typing import Any, TypeVar
 
 from gymhub.envs import Registry, TextEnv
 from gymhub.errors import (
+    AtCapacity,
     ConfigError,
+    DeadlineExceeded,
+    EnvCrashed,
     EnvNotFound,
     EpisodeError,
     EpisodeFinished,
+    EpisodeNotFound,
     GymhubError,
+    SeqConflict,
+    ServerDraining,
     TaskNotFound,
 )
 from gymhub.types import Message
 
 from .catalog import Catalog
-from .errors import (
-    AtCapacity,
-    DeadlineExceeded,
-    EnvCrashed,
-    EpisodeNotFound,
-    SeqConflict,
-    ServerDraining,
-)
+from .episode_record import Episode, Holder, creation_reply, step_reply
+from .instance_pool import InstancePool
 from .metrics import Metrics
-from .records import Episode, Holder, creation_reply, step_reply
-from .recycling import Recycler
 from .workers import Closable, Workers
 
 __all__ = ["Episode", "EpisodeManager"]
@@ -134,7 +132,7 @@ class EpisodeManager:
         self.live = 0  # live environments, including creations in progress
         self.draining = False
         self.catalog = Catalog(registry)
-        self.recycler = Recycler(self.specs, recycle, idle_env_ttl_s, self._dispose)
+        self.instance_pool = InstancePool(self.specs, recycle, idle_env_ttl_s, self._dispose)
         self._tombstones: OrderedDict[str, str] = OrderedDict()
         self._creating: dict[str, asyncio.Future[bytes]] = {}
         self._requests: dict[str, Episode] = {}  # request_id -> episode, for idempotent create
@@ -196,7 +194,7 @@ class EpisodeManager:
                 envs.append((ep.env_id, ep.env))
                 self._count_finish(ep.env_id, "shutdown")
             self._forget(ep, "the server shut down")
-        envs.extend(("", e) for e in self.recycler.drain())
+        envs.extend(("", e) for e in self.instance_pool.drain())
         closed_episodes = len(envs)
         envs.extend(("", e) for e in self.catalog.envs())
         await self.pool.close_all([e for _, e in envs], timeout_s)
@@ -376,7 +374,7 @@ class EpisodeManager:
 
     async def _create(self, env_id: str, seed: int | None, task_id: str | None,
                       options: Mapping[str, Any] | None, request_id: str | None) -> bytes:
-        recycled = self.recycler.take(env_id)
+        recycled = self.instance_pool.take(env_id)
         if recycled is not None and seed is None:
             seed = self._ids.seed()  # a recycled env must not replay its old RNG
         opts = dict(options or {})
@@ -498,7 +496,7 @@ class EpisodeManager:
         if self.draining:
             self._dispose(env)
         else:
-            self.recycler.give_back(env_id, env, live=self.live,
+            self.instance_pool.give_back(env_id, env, live=self.live,
                                     max_episodes=self.max_episodes)
 
     def _dispose(self, env: TextEnv) -> None:
@@ -543,7 +541,7 @@ class EpisodeManager:
             await asyncio.sleep(interval)
             try:
                 n = self.reap()
-                trimmed = self.recycler.trim()
+                trimmed = self.instance_pool.trim()
             except Exception:  # the reaper must outlive any one bad episode
                 log.exception("reaper failed")
                 continue

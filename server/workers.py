@@ -3,7 +3,7 @@
 Environment code (database copies, sandbox calls, plain Python) blocks; running it on
 the event loop would stall every other episode. It runs here instead, in a fixed
 number of threads, and each call has a deadline. A thread cannot be interrupted, so
-when a call overruns, the caller gets :class:`~gymhub.server.errors.DeadlineExceeded`
+when a call overruns, the caller gets :class:`~gymhub.errors.DeadlineExceeded`
 at once and the environment is closed as soon as the stuck call returns, which still
 releases its resources. In-flight calls are counted so that a drain can wait for them.
 
@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from .errors import DeadlineExceeded, ServerDraining
+from gymhub.errors import DeadlineExceeded, ServerDraining
 
 __all__ = ["Closable", "Workers", "close_quietly"]
 

@@ -129,20 +129,21 @@ class InProcessBackend:
 
 
 class RemoteBackend:
-    """Episodes on environment servers, through :class:`gymhub.server.pool.EnvPool`.
+    """Episodes on environment servers, through :class:`gymhub.client.pool.EnvPool`.
 
     The pool spreads new episodes over ``urls`` and keeps each one on its server; the
-    :class:`~gymhub.server.client.RemoteEpisode` it returns numbers the steps, so a
-    retried step is never applied twice. httpx connections and asyncio semaphores
-    belong to one event loop, and the learner runs each rollout in its own
-    ``asyncio.run``, so the pool is made lazily in the running loop and
-    :meth:`aclose` (which the trainer awaits at the end of every run) releases it;
-    the next loop gets a fresh one. Task lists are cached across loops.
+    :class:`~gymhub.client.RemoteEpisode` it returns numbers the steps, so a
+    retried step is never applied twice. Connections and asyncio semaphores belong to
+    one event loop; the trainer keeps one loop for the whole run
+    (:meth:`~gymhub.trainer.loop.GRPOTrainer.close` ends it), so the pool is made
+    lazily in that loop, once, and :meth:`aclose` releases it at the end. Should a
+    caller drive the backend from another loop, that loop gets a pool of its own.
+    Task lists are cached across loops.
 
     Args:
         urls: ``http://host:port`` of each server (they serve the same environments).
         pool_factory: builds the pool from ``urls`` (tests; defaults to ``EnvPool``).
-        **client_kwargs: :class:`~gymhub.server.client.ClientConfig` fields
+        **client_kwargs: :class:`~gymhub.client.ClientConfig` fields
             (``token``, ``timeout``, ``retries`` ...).
     """
 
@@ -168,7 +169,7 @@ class RemoteBackend:
         if self._pool is None or self._loop is not loop:
             factory = self._factory
             if factory is None:
-                from gymhub.server.pool import EnvPool
+                from gymhub.client.pool import EnvPool
 
                 factory = EnvPool
             self._pool, self._loop = factory(self.urls, **self._client_kwargs), loop

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:  # e.g. a server that runs the environment differently
         print(f"gymhub train: {exc}", file=sys.stderr)
         return 2
-    history = trainer.train()
+    history = trainer.train()  # closes the run's loop and connections at the end
     last = history[-1] if history else {}
     print(
         f"trained {trainer.step} steps; last reward {last.get('reward_mean', 0.0):.3f}; "

@@ -94,23 +94,21 @@ async def _gold_rows(trainer: Any, tasks: list[tuple[str, str]]) -> list[tuple[l
     backend = trainer.backend
     tags = {tool: tag for tag, tool in trainer.cfg.tag_tools.items()}
     rows = []
-    try:
-        for env_id, task_id in tasks:
-            start = await backend.create(env_id, task_id=task_id)
-            episode = backend._episodes[start.episode_id]
-            gold = await episode.gold_action()
-            await backend.close(start.episode_id)
-            call = gold.tool_calls[0]
-            key = f"{call.name}:{next(iter(call.arguments))}"
-            tag = tags.get(key) or tags.get(call.name)
-            if tag is None:
-                raise ValueError(f"no tag in tag_tools maps to {key}")
-            text = f"<{tag}>{next(iter(call.arguments.values()))}</{tag}>"
-            messages = with_instructions(start.observation, trainer.cfg.instructions)
-            tools = (start.info.get("tools") or None) if trainer.cfg.render_tools else None
-            rows.append((trainer.renderer.prompt_ids(messages, tools), text))
-    finally:
-        await backend.aclose()
+    # the trainer owns the backend's pool and closes it (GRPOTrainer.close)
+    for env_id, task_id in tasks:
+        start = await backend.create(env_id, task_id=task_id)
+        episode = backend._episodes[start.episode_id]
+        gold = await episode.gold_action()
+        await backend.close(start.episode_id)
+        call = gold.tool_calls[0]
+        key = f"{call.name}:{next(iter(call.arguments))}"
+        tag = tags.get(key) or tags.get(call.name)
+        if tag is None:
+            raise ValueError(f"no tag in tag_tools maps to {key}")
+        text = f"<{tag}>{next(iter(call.arguments.values()))}</{tag}>"
+        messages = with_instructions(start.observation, trainer.cfg.instructions)
+        tools = (start.info.get("tools") or None) if trainer.cfg.render_tools else None
+        rows.append((trainer.renderer.prompt_ids(messages, tools), text))
     return rows
 
 

@@ -16,14 +16,14 @@ Every step appends one line to ``metrics.jsonl`` and, optionally, its trajectori
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import sys
 import time
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .advantages import Outcome, compute_advantages, trajectory_return
 from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
@@ -37,6 +37,9 @@ from .parsers import make_parser
 from .policy import apply_lora, load_policy, lr_lambda, make_engine
 from .rollout import Budgets, Trajectory, run_group_batch, write_jsonl
 from .tasks import TaskSampler, select_tasks
+
+if TYPE_CHECKING:
+    from gymhub.client import LoopThread
 
 __all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy", "select_tasks"]
 
@@ -70,6 +73,8 @@ class GRPOTrainer:
         import torch
 
         self.cfg = cfg
+        self._loop: LoopThread | None = None
+        self._stop_loop: weakref.finalize[Any, Any] | None = None
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
         if backend is None:
@@ -113,22 +118,43 @@ class GRPOTrainer:
         self.history: list[dict[str, float]] = []
         self._tb: Any = None
 
-    def _run(self, make: Callable[[], Awaitable[_T]]) -> _T:
-        """Run a coroutine in a fresh event loop, then release the backend's connections.
+    def _run(self, make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        """Run a coroutine on the run's event loop (started on first use).
 
-        Each rollout gets its own loop (``asyncio.run``); HTTP connection pools belong to
-        one loop, so a backend with ``aclose`` is closed before its loop goes away.
+        One loop lives for the whole run, on a background thread, so the backend's
+        connection pool (connections, semaphores and futures belong to one loop) is
+        built once and kept warm across steps, instead of a fresh ``asyncio.run`` and
+        a rebuilt pool, with a handshake per connection, at every rollout.
+        :meth:`close` (which :meth:`train` calls at the end) releases both.
         """
+        if self._loop is None:
+            from gymhub.client import LoopThread
 
-        async def main() -> _T:
-            try:
-                return await make()
-            finally:
-                closer = getattr(self.backend, "aclose", None)
-                if closer is not None:
-                    await closer()
+            self._loop = LoopThread("gymhub-learner")
+            self._stop_loop = weakref.finalize(self, self._loop.close)
+        return self._loop.run(make())
 
-        return asyncio.run(main())
+    def close(self) -> None:
+        """Close the backend's open episodes and connections, then stop the run's loop.
+
+        Idempotent; a later rollout or evaluation starts a new loop and pool.
+        """
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            closer = getattr(self.backend, "aclose", None)
+            if closer is not None:
+                loop.run(closer())
+        finally:
+            if self._stop_loop is not None:
+                self._stop_loop()
+
+    def __enter__(self) -> GRPOTrainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ resume
     def resume(self, path: str | Path | None = None) -> None:
@@ -160,7 +186,17 @@ class GRPOTrainer:
 
     # --------------------------------------------------------------- training
     def train(self) -> list[dict[str, float]]:
-        """Run until ``max_steps``; returns every step's metrics."""
+        """Run until ``max_steps``; returns every step's metrics.
+
+        The backend's connections and the run's event loop are released at the end
+        (:meth:`close`), also when a step raises.
+        """
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> list[dict[str, float]]:
         if self.cfg.resume:
             self.resume(self.cfg.resume)
         self.out.mkdir(parents=True, exist_ok=True)

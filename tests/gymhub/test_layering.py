@@ -26,6 +26,12 @@ def test_lower_layers_do_not_import_upper_layers():
         assert upper not in loaded
 
 
+def test_client_leaves_the_server_and_the_environments_out():
+    loaded = _loaded_after("import gymhub.client")
+    for kept_out in ("fastapi", "uvicorn", "starlette", "torch", "gymhub.envs", "gymhub.server"):
+        assert kept_out not in loaded, f"import gymhub.client imported {kept_out}"
+
+
 def test_cli_help_is_fast_and_light():
     loaded = _loaded_after("import gymhub.cli")
     assert "gymhub.envs" not in loaded and "sqlalchemy" not in loaded

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from gymhub.client import AsyncEnvClient
 from gymhub.envs import Registry, TextEnv, registry
 from gymhub.envs.echo import EchoEnv
 from gymhub.server.app import create_app
-from gymhub.server.client import AsyncEnvClient
 from gymhub.types import Message, StepResult
 
 
@@ -48,11 +48,33 @@ def _import_problem(env_id: str) -> str | None:
     return None
 
 
+#: Environments whose episodes run code in an isolating sandbox (bwrap or docker).
+SANDBOXED = frozenset({"code-v0"})
+
+
+def sandbox_problem() -> str | None:
+    """Why sandboxed environments cannot run here, or ``None`` when they can.
+
+    Asks the sandbox package which isolating backends are usable (``local`` never
+    counts); a backend named in ``$GYMHUB_SANDBOX_BACKEND`` is taken at its word.
+    """
+    import os
+
+    from gymhub.sandbox import available_backends
+
+    if os.environ.get("GYMHUB_SANDBOX_BACKEND") or available_backends():
+        return None
+    return ("no sandbox backend is available: install bubblewrap, or start a Docker/"
+            "Podman daemon and set DOCKER_HOST")
+
+
 def registered_params() -> list[Any]:
-    """``pytest.param`` per registered id, skipped when its module is missing."""
+    """``pytest.param`` per registered id, skipped when its module or sandbox is missing."""
     out = []
     for env_id in registry.ids():
         problem = _import_problem(env_id)
+        if problem is None and env_id in SANDBOXED:
+            problem = sandbox_problem()
         marks = [pytest.mark.skip(reason=problem)] if problem else []
         out.append(pytest.param(env_id, marks=marks, id=env_id))
     return out
@@ -104,6 +126,19 @@ async def served(env_ids: list[str] | None = None, **app_kwargs: Any
         finally:
             await client.aclose()
             await raw.aclose()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` (a bound, not a window).
+
+    Tests wait on the state they expect rather than sleeping a guessed time, so a
+    loaded machine makes them slower, never wrong.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await asyncio.sleep(0.005)
 
 
 def run(coro_fn: Callable[[], Any]) -> Any:

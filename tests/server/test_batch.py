@@ -9,16 +9,16 @@ from typing import Any
 import httpx
 import pytest
 
-from gymhub.server.client import AsyncEnvClient
-from gymhub.server.coalesce import Coalescer
-from gymhub.server.errors import (
+from gymhub.client import AsyncEnvClient
+from gymhub.client.coalesce import Coalescer
+from gymhub.errors import (
     AtCapacity,
     InvalidRequest,
     RequestTimeout,
     SeqConflict,
-    TransportError,
+    ServerUnreachable,
 )
-from gymhub.server.wire import MAX_BATCH_OPS
+from gymhub.server.wire_models import MAX_BATCH_OPS
 from gymhub.types import Message, ToolCall
 
 from .conftest import SlowEnv, run, served
@@ -232,7 +232,7 @@ def test_a_malformed_batch_reply_is_a_typed_transport_error(reply: Any) -> None:
             outcomes = await asyncio.gather(client.step("a", TEXT, 1), client.step("b", TEXT, 1),
                                             return_exceptions=True)
             for outcome in outcomes:
-                assert isinstance(outcome, TransportError), outcome
+                assert isinstance(outcome, ServerUnreachable), outcome
                 assert "malformed batch reply" in str(outcome)
 
     run(body)
@@ -281,7 +281,7 @@ def test_each_operation_keeps_its_own_deadline_in_a_slow_batch() -> None:
                                               short.step("b", TEXT, 1),
                                               return_exceptions=True)
             assert not isinstance(slow, Exception)
-            assert isinstance(fast, RequestTimeout | TransportError)
+            assert isinstance(fast, RequestTimeout | ServerUnreachable)
             assert asyncio.get_running_loop().time() - t0 >= 0.5  # the long one waited
             await short.aclose()
 

@@ -67,7 +67,7 @@ def test_serve_passes_env_args_to_the_constructor():
     import sys
     import time
 
-    from gymhub.server.client import EnvClient
+    from gymhub.client import EnvClient
 
     proc = subprocess.Popen([sys.executable, "-m", "gymhub.server.cli", "echo-v0", "--port", "0",
                              "--env-arg", "echo-v0:n_tasks=3"], stdout=subprocess.PIPE, text=True)

@@ -17,15 +17,15 @@ import pytest
 
 from gymhub.envs import Registry
 from gymhub.envs.echo import EchoEnv
-from gymhub.errors import BackendError
-from gymhub.server.errors import (
+from gymhub.errors import (
+    BackendError,
     DeadlineExceeded,
     EnvCrashed,
     EpisodeNotFound,
     InternalServerError,
     ServerDraining,
-    internal_error,
 )
+from gymhub.server.error_replies import internal_error
 from gymhub.server.workers import Workers
 from gymhub.types import Message, StepResult
 

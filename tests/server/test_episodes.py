@@ -11,7 +11,7 @@ import pytest
 from gymhub.envs import Registry
 from gymhub.envs.echo import EchoEnv
 from gymhub.errors import ConfigError
-from gymhub.server.recycling import Recycler
+from gymhub.server.instance_pool import InstancePool
 
 from .conftest import run, served
 
@@ -36,13 +36,13 @@ def test_idle_envs_left_by_a_peak_are_trimmed_down_to_recycle() -> None:
             peak = [await client.open("echo-v0") for _ in range(10)]
             for ep in peak:
                 await ep.step(SUBMIT)  # a normal end: the instance is kept for reuse
-            assert manager.live == 0 and manager.recycler.count("echo-v0") == 10
+            assert manager.live == 0 and manager.instance_pool.count("echo-v0") == 10
             reused = await client.open("echo-v0")  # the hot top of the stack is reused
-            assert manager.recycler.count("echo-v0") == 9
-            assert manager.recycler.trim(time.monotonic() + 30) == 0  # not idle long enough
-            assert manager.recycler.trim(time.monotonic() + 61) == 7  # `recycle` stay
-            assert manager.recycler.count("echo-v0") == 2
-            assert manager.recycler.trim(time.monotonic() + 1000) == 0
+            assert manager.instance_pool.count("echo-v0") == 9
+            assert manager.instance_pool.trim(time.monotonic() + 30) == 0  # not idle long enough
+            assert manager.instance_pool.trim(time.monotonic() + 61) == 7  # `recycle` stay
+            assert manager.instance_pool.count("echo-v0") == 2
+            assert manager.instance_pool.trim(time.monotonic() + 1000) == 0
             await reused.step(SUBMIT)  # the kept ones still serve episodes
             assert (await (await client.open("echo-v0")).step(SUBMIT)).terminated
 
@@ -59,13 +59,13 @@ def test_the_reaper_trims_idle_envs_and_they_are_closed() -> None:
             manager = app.state.manager
             for ep in [await client.open("echo-v0") for _ in range(6)]:
                 await ep.step(SUBMIT)
-            assert manager.recycler.count("echo-v0") == 6
+            assert manager.instance_pool.count("echo-v0") == 6
             before = Closes.closed
             for _ in range(40):  # the reaper runs every ttl/4
                 await asyncio.sleep(0.05)
-                if manager.recycler.count("echo-v0") == 1 and Closes.closed - before == 5:
+                if manager.instance_pool.count("echo-v0") == 1 and Closes.closed - before == 5:
                     break
-            assert manager.recycler.count("echo-v0") == 1
+            assert manager.instance_pool.count("echo-v0") == 1
             assert Closes.closed - before == 5  # closed, not just forgotten
 
     run(body)
@@ -74,7 +74,7 @@ def test_the_reaper_trims_idle_envs_and_they_are_closed() -> None:
 def test_recycler_keeps_the_hot_top_and_closes_the_old_bottom() -> None:
     disposed: list[Any] = []
     envs: list[Any] = [object() for _ in range(5)]
-    rec = Recycler(["a", "b"], recycle=1, idle_ttl_s=10, dispose=disposed.append)
+    rec = InstancePool(["a", "b"], recycle=1, idle_ttl_s=10, dispose=disposed.append)
     for env in envs[:4]:
         rec.give_back("a", env, live=0, max_episodes=100)
     rec.give_back("b", envs[4], live=0, max_episodes=100)
@@ -87,7 +87,7 @@ def test_recycler_keeps_the_hot_top_and_closes_the_old_bottom() -> None:
     assert disposed[-1] is envs[1]  # over the memory bound, beyond `recycle`: closed
     assert sorted(map(id, rec.drain())) == sorted(map(id, [envs[0], envs[4]]))
     assert len(rec) == 0
-    never = Recycler(["a"], recycle=0, idle_ttl_s=None, dispose=disposed.append)
+    never = InstancePool(["a"], recycle=0, idle_ttl_s=None, dispose=disposed.append)
     never.give_back("a", envs[2], live=0, max_episodes=100)
     assert disposed[-1] is envs[2] and never.trim(now + 1e9) == 0
 
@@ -113,7 +113,7 @@ def test_an_episode_closed_early_ends_its_env_and_the_instance_is_reused() -> No
             first = manager.episodes[ep.id].env
             await ep.close()  # mid-episode: its resources must go now, not at reuse
             for _ in range(100):
-                if len(manager.recycler) == 1:
+                if len(manager.instance_pool) == 1:
                     break
                 await asyncio.sleep(0.01)
             assert first.done and Closes.closed == 0  # ended, not closed: close() is final

@@ -8,16 +8,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from gymhub.errors import EnvNotFound, EpisodeFinished, TaskNotFound
-from gymhub.server.errors import (
-    STATUS,
+from gymhub.errors import (
     AtCapacity,
+    EnvNotFound,
+    EpisodeFinished,
     SeqConflict,
     ServerError,
-    error_from_wire,
-    status_of,
+    TaskNotFound,
+    error_from_code,
 )
-from gymhub.server.wire import dumps, jsonable
+from gymhub.server.error_replies import STATUS, status_of
+from gymhub.server.wire_models import dumps, jsonable
 from gymhub.types import Message, Score
 
 
@@ -45,12 +46,12 @@ def test_dumps_survives_lone_surrogates() -> None:
     ("seq_conflict", SeqConflict, 409),
 ])
 def test_codes_round_trip(code: str, klass: type, status: int) -> None:
-    exc = error_from_wire(status, code, "msg", retry_after=2.0, expected=3)
+    exc = error_from_code(status, code, "msg", retry_after=2.0, expected=3)
     assert isinstance(exc, klass) and exc.code == code and STATUS[code] == status
     assert status_of(exc) == status
 
 
 def test_unknown_code_is_kept() -> None:
-    exc = error_from_wire(418, "teapot", "short and stout")
+    exc = error_from_code(418, "teapot", "short and stout")
     assert isinstance(exc, ServerError) and exc.code == "teapot" and exc.status == 418
     assert type(exc).code == "server_error"  # the class attribute is untouched

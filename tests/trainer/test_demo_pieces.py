@@ -59,7 +59,7 @@ def test_cache_root_honours_the_environment(monkeypatch, tmp_path):
 
 def test_demo_server_launcher_passes_constructor_arguments():
     pytest.importorskip("uvicorn")
-    from gymhub.server.client import EnvClient
+    from gymhub.client import EnvClient
     from gymhub.trainer.demo import start_server
 
     server = start_server("echo-v0", {"n_tasks": 5})

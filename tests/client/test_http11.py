@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from gymhub.server.client import AsyncEnvClient
-from gymhub.server.http11 import Http11Transport
+from gymhub.client import AsyncEnvClient
+from gymhub.client.http11 import Http11Transport
 
 from .conftest import run
 from .rawhttp import Handler, Request, answer, fixed, get, raw_server

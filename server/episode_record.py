@@ -18,7 +18,7 @@ from typing import Any
 from gymhub.envs import TextEnv
 from gymhub.types import Score
 
-from .wire import dumps, jsonable
+from .wire_models import dumps, jsonable
 
 __all__ = ["Episode", "Holder", "creation_reply", "step_reply"]
 

@@ -9,7 +9,7 @@ a single episode nothing measurable and saves a crowd nearly all of its per-requ
 cost (see ``benchmarks/bench_server.py``).
 
 Every operation keeps its own contract: the caller's retry loop
-(:class:`~gymhub.server.retries.RetryLoop`) sees an :class:`OpAnswer` with the
+(:class:`~gymhub.client.retries.RetryLoop`) sees an :class:`OpAnswer` with the
 operation's own status and ``Retry-After``, so a 429 on one creation is retried
 without resending the others, and a failed request (transport error, 413, 503) is
 the answer of each of its operations, each of which decides for itself whether to
@@ -33,10 +33,11 @@ from typing import Any
 
 import httpx
 
-from .jsonio import dumps, dumps_lenient, loads
+from gymhub.json_codec import dumps, dumps_lenient, loads
+
 from .retries import Answer
 
-__all__ = ["Coalescer", "OpAnswer", "Unbatched"]
+__all__ = ["Coalescer", "OpAnswer"]
 
 #: An operation larger than this goes in a batch of its own, so that a 413 for an
 #: oversized action is its own answer and not that of every operation beside it.
@@ -48,10 +49,6 @@ Sender = Callable[[bytes, float], Awaitable[Answer]]
 #: Sends one operation on its own route: (method, path, body, timeout) -> answer; the
 #: body is the operation's own (not yet encoded) request body, or ``None``.
 OneSender = Callable[[str, str, Any, float], Awaitable[Answer]]
-
-
-class Unbatched(Exception):
-    """The server has no batch endpoint (an older gymhub): send the operation alone."""
 
 
 @dataclass
@@ -75,7 +72,7 @@ class OpAnswer:
 class _Pending:
     op: bytes
     timeout: float
-    future: asyncio.Future[Answer]
+    future: asyncio.Future[Answer | None]  # None: the server has no batch endpoint
     route: tuple[str, str, Any]  # method, path, body of its own request
 
 
@@ -101,19 +98,22 @@ class Coalescer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def submit(self, op: Mapping[str, Any], route: tuple[str, str, Any],
-                     timeout: float) -> Answer:
+                     timeout: float) -> Answer | None:
         """Send ``op`` with the next batch (or alone on ``route``); its own answer.
 
+        Returns:
+            The operation's answer, or ``None`` when the server has no batch endpoint
+            (an older gymhub): nothing was applied, and the caller sends it alone.
+
         Raises:
-            Unbatched: the server has no batch endpoint.
             httpx.TransportError: the batch request failed in transport.
             TimeoutError: ``timeout`` passed first (the batch may be waiting on
                 operations with longer deadlines).
         """
         if not self.supported:
-            raise Unbatched
+            return None
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Answer] = loop.create_future()
+        future: asyncio.Future[Answer | None] = loop.create_future()
         self._pending.append(_Pending(dumps_lenient(op), timeout, future, route))
         if not self._scheduled:
             self._scheduled = True
@@ -186,7 +186,9 @@ class Coalescer:
             raise
         if answer.status_code in (404, 405):
             self.supported = False
-            _settle_all(batch, Unbatched())
+            for p in batch:
+                if not p.future.done():
+                    p.future.set_result(None)
             return
         if answer.status_code in (413, 422) and len(batch) > 1:
             # The request as a whole was refused before any operation ran (one malformed
@@ -223,7 +225,7 @@ class Coalescer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def _time_out(future: asyncio.Future[Answer]) -> None:
+def _time_out(future: asyncio.Future[Answer | None]) -> None:
     if not future.done():
         future.set_exception(TimeoutError())
 

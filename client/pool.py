@@ -4,7 +4,7 @@ Scale-out is several independent ``gymhub serve`` processes (one per core, or pe
 machine) rather than one server with shared state: episodes live in a process's
 memory, so the only thing that must be routed is the *first* request of an episode.
 The pool picks the server with the fewest live episodes it has opened there (ties
-round-robin), and the returned :class:`~gymhub.server.client.RemoteEpisode` holds
+round-robin), and the returned :class:`~gymhub.client.async_client.RemoteEpisode` holds
 that server's client, so every later step goes to the same server by construction.
 
 A server that refuses (429 at capacity, 503 draining) or cannot be reached is
@@ -20,8 +20,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .client import AsyncEnvClient, RemoteEpisode
-from .errors import AtCapacity, ServerDraining, ServerError, TransportError
+from gymhub.errors import AtCapacity, ServerDraining, ServerError, ServerUnreachable
+
+from .async_client import AsyncEnvClient, RemoteEpisode
 
 __all__ = ["EnvPool"]
 
@@ -33,7 +34,7 @@ class EnvPool:
         urls: ``http://host:port`` of each server.
         cooldown_s: how long an unreachable server is skipped.
         open_timeout: how long :meth:`open` may wait when every server is full.
-        **client_kwargs: :class:`~gymhub.server.client.ClientConfig` fields for every
+        **client_kwargs: :class:`~gymhub.client.async_client.ClientConfig` fields for every
             client (``token``, ``max_connections`` per server ...).
     """
 
@@ -74,7 +75,7 @@ class EnvPool:
 
         Raises:
             AtCapacity: every server stayed full until ``open_timeout``.
-            TransportError: no server could be reached.
+            ServerUnreachable: no server could be reached.
         """
         deadline = time.monotonic() + self.open_timeout
         while True:
@@ -91,7 +92,7 @@ class EnvPool:
                     self._skip_until[i] = time.monotonic() + pause
                     wait = pause if wait is None else min(wait, pause)
                     continue
-                except TransportError as exc:
+                except ServerUnreachable as exc:
                     last = exc
                     self._skip_until[i] = time.monotonic() + self.cooldown_s
                     continue

@@ -1,7 +1,7 @@
 """How a client talks to one server: its settings, and the retry contract of every call.
 
-Both clients (:class:`~gymhub.server.client.AsyncEnvClient` and the blocking
-:class:`~gymhub.server.client.EnvClient`) promise the same things, so the arithmetic
+Both clients (:class:`~gymhub.client.async_client.AsyncEnvClient` and the blocking
+:class:`~gymhub.client.async_client.EnvClient`) promise the same things, so the arithmetic
 behind those promises lives here, once:
 
 * **Bounded.** At most ``retries`` extra attempts, and never past the call's one
@@ -12,11 +12,11 @@ behind those promises lives here, once:
 * **Jittered, honouring ``Retry-After``.** Full jitter on an exponential backoff, so a
   fleet of learners does not retry in lockstep, but never sooner than the server asked.
 * **Typed.** A server error comes back as its own exception
-  (:func:`~gymhub.server.errors.error_from_wire`); running out of attempts is a
-  :class:`~gymhub.server.errors.TransportError`, running out of time a
-  :class:`~gymhub.server.errors.RequestTimeout`.
+  (:func:`~gymhub.errors.error_from_code`); running out of attempts is a
+  :class:`~gymhub.errors.ServerUnreachable`, running out of time a
+  :class:`~gymhub.errors.RequestTimeout`.
 
-Like :mod:`gymhub.server.client`, this imports only httpx and light gymhub modules.
+Like :mod:`gymhub.client.async_client`, this imports only httpx and light gymhub modules.
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ from typing import Protocol
 
 import httpx
 
-from gymhub.errors import GymhubError
-
-from .errors import RequestTimeout, TransportError, error_from_wire
-from .jsonio import loads
+from gymhub.errors import GymhubError, RequestTimeout, ServerUnreachable, error_from_code
+from gymhub.json_codec import loads
 
 __all__ = ["RETRY_EXC", "RETRY_STATUS", "Answer", "ClientConfig", "RetryLoop", "RetryPolicy",
            "decode_error", "retry_after"]
@@ -61,7 +59,7 @@ class ClientConfig:
         keepalive_s: idle seconds after which a connection is not reused (keep it
             below the server's keep-alive timeout; ``gymhub serve`` uses 30 s).
         batch: send the opens, steps and closes that are ready in the same event-loop
-            turn as one ``POST /v1/batch`` (see :mod:`gymhub.server.coalesce`); the
+            turn as one ``POST /v1/batch`` (see :mod:`gymhub.client.coalesce`); the
             async client only.
         batch_max_ops: most operations in one batch.
     """
@@ -98,7 +96,7 @@ class ClientConfig:
 class Answer(Protocol):
     """What a client reads of a response.
 
-    A :class:`~gymhub.server.http11.Reply` from the built-in transport, or an
+    A :class:`~gymhub.client.http11.Reply` from the built-in transport, or an
     :class:`httpx.Response` from any other: both have these three.
     """
 
@@ -125,7 +123,7 @@ def decode_error(resp: Answer) -> GymhubError:
     except (ValueError, KeyError, TypeError):
         code, message = f"http_{resp.status_code}", resp.content[:500].decode(errors="replace")
         expected = None
-    return error_from_wire(resp.status_code, code, message, retry_after=after,
+    return error_from_code(resp.status_code, code, message, retry_after=after,
                            expected=expected if isinstance(expected, int) else None)
 
 
@@ -181,7 +179,7 @@ class RetryPolicy:
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return RequestTimeout(f"{what}: no answer from {self.config.base_url} within "
                                   f"{waited:.1f} s ({type(exc).__name__})")
-        return TransportError(f"{what}: cannot reach {self.config.base_url} "
+        return ServerUnreachable(f"{what}: cannot reach {self.config.base_url} "
                               f"({attempts} attempt(s) in {waited:.1f} s): "
                               f"{type(exc).__name__}: {exc}")
 
@@ -238,7 +236,7 @@ class RetryLoop:
             GymhubError: the answer's own error when it is not worth retrying (or is
                 a busy answer with ``busy_retry`` off); otherwise, once the retries or
                 the deadline run out, the last answer's error, else a
-                :class:`RequestTimeout` or :class:`TransportError`.
+                :class:`RequestTimeout` or :class:`ServerUnreachable`.
         """
         exc: Exception | None = None
         last: GymhubError | None = None

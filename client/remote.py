@@ -9,6 +9,11 @@ It mirrors the parts of :class:`~gymhub.envs.TextEnv` that tools rely on: ``task
 ``task``, ``history``, ``turn``, ``done``, ``last_score``, ``tool_specs()``,
 ``gold_action()``, ``verifier_cases()`` and ``verify()`` (the last three need a
 server started with its reference endpoints on, the default).
+
+The chat spaces, :class:`~gymhub.envs.Task` and the transcript formatting belong to
+:mod:`gymhub.envs`, which the client package must not load on import (DESIGN §1: a
+learner imports :mod:`gymhub.client` without the environments). They are imported when
+a :class:`RemoteEnv` is built, the one moment Gymnasium's API needs them.
 """
 
 from __future__ import annotations
@@ -16,18 +21,19 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import gymnasium
 
-from gymhub.envs.core import VerifierCase, format_message
-from gymhub.envs.spaces import ChatSpace, MessageSpace
-from gymhub.envs.tasks import Task
 from gymhub.errors import ConfigError, EnvNotFound, EpisodeFinished, EpisodeNotStarted
 from gymhub.types import Message, Score, ToolSpec
 
-from .client import EnvClient
+from .sync_client import EnvClient
+
+if TYPE_CHECKING:
+    from gymhub.envs.core import VerifierCase
+    from gymhub.envs.tasks import Task
 
 __all__ = ["TOKEN_ENV", "RemoteEnv", "split_env_url"]
 
@@ -70,12 +76,12 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         token: bearer token (default: ``$GYMHUB_SERVER_TOKEN``).
         render_mode: ``"ansi"`` or ``None``.
         client: an existing :class:`EnvClient` to share (its config wins).
-        **client_kwargs: :class:`~gymhub.server.client.ClientConfig` fields
+        **client_kwargs: :class:`~gymhub.client.async_client.ClientConfig` fields
             (``timeout``, ``retries`` ...), or ``transport`` for tests.
 
     Raises:
         EnvNotFound: the server does not serve ``env_id``.
-        TransportError: the server cannot be reached.
+        ServerUnreachable: the server cannot be reached.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}  # type: ignore[misc]
@@ -100,6 +106,9 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
             if self._own_client:
                 self.client.close()
             raise
+
+        from gymhub.envs.spaces import ChatSpace, MessageSpace
+
         self.description: dict[str, Any] = served[env_id]
         self._tool_specs = [_tool_spec(t) for t in self.description.get("tools", [])]
         self.max_turns: int | None = self.description.get("max_turns")
@@ -140,13 +149,15 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         opts = dict(options or {})
         task_id = opts.pop("task_id", None)
         self._drop_episode()
-        reply = self.client.open(self.env_id, seed=seed,
-                                 task_id=None if task_id is None else str(task_id),
-                                 options=opts or None)
-        self.episode_id, self.seq, self.turn, self.done = reply["episode_id"], 0, 0, False
+        from gymhub.envs.tasks import Task
+
+        episode = self.client.open(self.env_id, seed=seed,
+                                   task_id=None if task_id is None else str(task_id),
+                                   options=opts or None)
+        self.episode_id, self.seq, self.turn, self.done = episode.id, 0, 0, False
         self.last_score = None
-        observation = [Message.from_dict(m) for m in reply["observation"]]
-        info: dict[str, Any] = dict(reply["info"])
+        observation = list(episode.observation)
+        info: dict[str, Any] = dict(episode.info)
         tid = str(info.get("task_id", ""))
         self.task = Task(id=tid, prompt="", meta=dict(info.get("meta") or {}))
         self.history = list(observation)
@@ -179,6 +190,8 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         """The transcript so far, as text (``render_mode="ansi"``)."""
         if self.render_mode != "ansi":
             return None
+        from gymhub.envs.core import format_message
+
         return "\n".join(format_message(m) for m in self.history)
 
     def close(self) -> None:
@@ -193,6 +206,8 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
     def tasks(self) -> list[Task]:
         """The server's task ids and tags (prompts and gold answers stay on the server)."""
         if self._tasks is None:
+            from gymhub.envs.tasks import Task
+
             self._tasks = [Task(id=t["id"], prompt="", meta=dict(t.get("meta") or {}))
                            for t in self.client.tasks(self.env_id)]
         return self._tasks
@@ -209,6 +224,8 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
 
     def verifier_cases(self, task: Task) -> list[VerifierCase]:
         """The server environment's golden verifier cases for ``task``."""
+        from gymhub.envs.core import VerifierCase
+
         return [VerifierCase(c["submission"], c["expect"], c.get("note", ""))
                 for c in self.client.verifier_cases(self.env_id, task.id)]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gymhub.server.errors import AtCapacity
-from gymhub.server.pool import EnvPool
+from gymhub.client.pool import EnvPool
+from gymhub.errors import AtCapacity
 
 from .conftest import run
 

@@ -4,8 +4,8 @@ What this client promises, because the anchors broke each of these promises:
 
 * **It never retries forever and never hangs.** Every call has one deadline
   (``timeout``) that covers all of its attempts and the sleeps between them; when it
-  passes, the call raises :class:`~gymhub.server.errors.RequestTimeout`. A server that
-  is gone gives :class:`~gymhub.server.errors.TransportError` once the bounded retries
+  passes, the call raises :class:`~gymhub.errors.RequestTimeout`. A server that
+  is gone gives :class:`~gymhub.errors.ServerUnreachable` once the bounded retries
   (``retries``) are used up.
 * **A retried step is never applied twice.** Steps carry ``seq``; a retry sends the
   same ``seq`` and the server replays its cached reply. Creations carry a
@@ -16,17 +16,17 @@ What this client promises, because the anchors broke each of these promises:
   cost ~950 us of CPU per request on the benchmark machine, and httpcore's pool
   rescans every connection on each change (the O(n^2) queue NeMo Gym hit at 16k
   requests). The async client therefore talks to a server through
-  :class:`~gymhub.server.http11.Http11Transport`, an httpx transport of our own:
+  :class:`~gymhub.client.http11.Http11Transport`, an httpx transport of our own:
   keep-alive connections on a LIFO stack, ``max_connections`` enforced by one
   semaphore whose waiters queue in order, responses framed by a small
   :class:`asyncio.Protocol`. Any other httpx transport (``httpx.ASGITransport`` for
   in-process use, ``httpx.MockTransport`` in tests) can still be passed in.
 * **Errors are typed.** Each server error code comes back as its own exception
-  (:func:`gymhub.server.errors.error_from_wire`), e.g.
+  (:func:`gymhub.errors.error_from_code`), e.g.
   :class:`~gymhub.errors.EpisodeFinished` exactly as a local environment raises it.
 
 The settings (:class:`ClientConfig`) and the retry arithmetic both clients share
-live in :mod:`gymhub.server.retries`; :class:`ClientConfig` is re-exported here.
+live in :mod:`gymhub.client.retries`; :class:`ClientConfig` is re-exported here.
 
 This module imports only :mod:`gymhub.types`, :mod:`gymhub.errors`, the server's
 error, retry and transport modules and httpx: a learner can use it without FastAPI
@@ -46,12 +46,12 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
+from gymhub.errors import ServerError
+from gymhub.json_codec import dumps_lenient, loads
 from gymhub.types import Message, Score, StepResult
 
-from .coalesce import Coalescer, OpAnswer, Unbatched
-from .errors import ServerError
+from .coalesce import Coalescer, OpAnswer
 from .http11 import Http11Transport
-from .jsonio import dumps_lenient, loads
 from .retries import (
     RETRY_EXC,
     Answer,
@@ -61,7 +61,10 @@ from .retries import (
     decode_error,
 )
 
-__all__ = ["AsyncEnvClient", "ClientConfig", "EnvClient", "RemoteEpisode", "encode_action"]
+__all__ = ["AsyncEnvClient", "ClientConfig", "RemoteEpisode", "encode_action"]
+
+#: What :meth:`AsyncEnvClient._retrying` returns when an operation must go alone.
+_UNBATCHED: Any = object()
 
 
 def encode_action(action: Any) -> Any:
@@ -224,18 +227,19 @@ class AsyncEnvClient:
         batcher = self._batcher
         if batcher is not None and batcher.supported:
             route = (method, path, body)
-            try:
-                return await self._retrying(lambda left: batcher.submit(op, route, left),
-                                            what, busy_retry)
-            except Unbatched:  # an older server: nothing was applied, send it alone
-                pass
+            value = await self._retrying(lambda left: batcher.submit(op, route, left),
+                                         what, busy_retry)
+            if value is not _UNBATCHED:
+                return value
+            # an older server without /v1/batch: nothing was applied, send it alone
         return await self._call(method, path, body, what=what, busy_retry=busy_retry)
 
-    async def _retrying(self, attempt: Callable[[float], Awaitable[Answer]], what: str,
+    async def _retrying(self, attempt: Callable[[float], Awaitable[Answer | None]], what: str,
                         busy_retry: bool) -> Any:
         """The retry contract of every call (:class:`RetryLoop`) around ``attempt``.
 
-        ``attempt`` gets the seconds left of the call's deadline.
+        ``attempt`` gets the seconds left of the call's deadline; it answers ``None``
+        when the server has no batch endpoint, and then this returns ``_UNBATCHED``.
         """
         loop = RetryLoop(self._policy, what, busy_retry=busy_retry)
         while True:
@@ -247,6 +251,8 @@ class AsyncEnvClient:
             except TimeoutError:  # this call's own deadline passed while its batch ran
                 await asyncio.sleep(loop.next(httpx.ReadTimeout(f"{what}: no answer in time")))
                 continue
+            if resp is None:
+                return _UNBATCHED
             if resp.status_code < 400:
                 return resp.value if isinstance(resp, OpAnswer) else loads(resp.content)
             await asyncio.sleep(loop.next(resp))
@@ -315,100 +321,17 @@ class AsyncEnvClient:
         tasks: list[dict[str, Any]] = body["tasks"]
         return tasks
 
+    async def verifier_cases(self, env: str, task_id: str) -> list[dict[str, Any]]:
+        """Golden verifier cases of one task (needs the server's reference endpoints)."""
+        cases: list[dict[str, Any]] = await self._call(
+            "GET", "/verifier-cases", params={"env": env, "task_id": task_id})
+        return cases
+
     async def verify(self, env: str, task_id: str, submission: Any) -> Score:
         """Score ``submission`` for a task outside any episode."""
         body = await self._call("POST", "/verify", {"task_id": task_id, "submission": submission},
                                 params={"env": env})
         return Score.from_dict(body)
-
-
-class EnvClient:
-    """Blocking twin of :class:`AsyncEnvClient`, for :class:`~gymhub.server.remote.RemoteEnv`.
-
-    Args:
-        base_url: ``http://host:port``.
-        transport: an httpx transport (tests).
-        **config: fields of :class:`ClientConfig`.
-    """
-
-    def __init__(self, base_url: str, *, transport: httpx.BaseTransport | None = None,
-                 **config: Any) -> None:
-        self.config = ClientConfig(base_url=base_url, **config)
-        self._policy = RetryPolicy(self.config)
-        self._http = httpx.Client(
-            headers=self.config.headers(), limits=self.config.limits(), transport=transport,
-            timeout=httpx.Timeout(self.config.timeout, connect=self.config.connect_timeout),
-        )
-        self._root = self.config.root()
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._http.close()
-
-    def call(self, method: str, path: str, body: Any = None, *,
-             params: Mapping[str, Any] | None = None, what: str = "") -> Any:
-        """One API call with the bounded, jittered retries described in the module."""
-        content = _dumps(body) if body is not None else None
-        loop = RetryLoop(self._policy, what or f"{method} {path}")
-        while True:
-            try:
-                resp = self._http.request(method, self._root + path, content=content,
-                                          params=params, timeout=loop.attempt_timeout())
-            except RETRY_EXC as e:
-                time.sleep(loop.next(e))
-                continue
-            if resp.status_code < 400:
-                return resp.json()
-            time.sleep(loop.next(resp))
-
-    def list_envs(self) -> list[dict[str, Any]]:
-        """Served environments."""
-        envs: list[dict[str, Any]] = self.call("GET", "/envs")["envs"]
-        return envs
-
-    def open(self, env: str, *, seed: int | None = None, task_id: str | None = None,
-             options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Open an episode; returns the raw creation reply."""
-        out: dict[str, Any] = self.call("POST", "/episodes",
-                                        _create_body(env, seed, task_id, options),
-                                        what=f"open {env}")
-        return out
-
-    def step(self, episode_id: str, action: Any, seq: int) -> StepResult:
-        """Apply step ``seq`` of an episode."""
-        return _step_result(self.call("POST", f"/episodes/{episode_id}/step",
-                                      {"action": encode_action(action), "seq": seq},
-                                      what=f"step {seq} of {episode_id}"))
-
-    def gold_action(self, episode_id: str) -> Message:
-        """The reference action for an episode's current state."""
-        return Message.from_dict(self.call("GET", f"/episodes/{episode_id}/gold"))
-
-    def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
-        """Close an episode; with ``missing_ok`` an unknown id is not an error."""
-        try:
-            self.call("DELETE", f"/episodes/{episode_id}")
-        except ServerError as exc:
-            if not (missing_ok and exc.code == "episode_not_found"):
-                raise
-
-    def tasks(self, env: str) -> list[dict[str, Any]]:
-        """Task ids and tags of ``env``."""
-        tasks: list[dict[str, Any]] = self.call(
-            "GET", "/tasks", params={"env": env, "limit": 100_000})["tasks"]
-        return tasks
-
-    def verifier_cases(self, env: str, task_id: str) -> list[dict[str, Any]]:
-        """Golden verifier cases of one task."""
-        cases: list[dict[str, Any]] = self.call(
-            "GET", "/verifier-cases", params={"env": env, "task_id": task_id})
-        return cases
-
-    def verify(self, env: str, task_id: str, submission: Any) -> Score:
-        """Score ``submission`` for a task outside any episode."""
-        return Score.from_dict(self.call("POST", "/verify",
-                                         {"task_id": task_id, "submission": submission},
-                                         params={"env": env}))
 
 
 def _create_body(env: str, seed: int | None, task_id: str | None,

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from gymhub.server.http11 import Http11Transport
+from gymhub.client.http11 import Http11Transport
 
 from .conftest import run
 from .rawhttp import RawServer, Request, answer, fixed, get, raw_server

@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from gymhub.server.client import AsyncEnvClient, EnvClient, encode_action
-from gymhub.server.errors import (
+from gymhub.client import AsyncEnvClient, EnvClient, encode_action
+from gymhub.errors import (
     AtCapacity,
     EpisodeNotFound,
     RequestTimeout,
     ServerDraining,
-    TransportError,
+    ServerUnreachable,
 )
 from gymhub.types import Message
 
@@ -45,7 +45,7 @@ def test_retry_after_is_honoured_and_bounded() -> None:
                                          "observation": [], "info": {}})
 
     client = EnvClient("http://x", transport=httpx.MockTransport(handler), max_backoff_s=1)
-    assert client.open("echo-v0")["episode_id"] == "e1"
+    assert client.open("echo-v0").id == "e1"
     assert len(seen) == 3 and seen[1] - seen[0] >= 0.19 and seen[2] - seen[1] >= 0.19
     bodies: list[dict[str, Any]] = []
 
@@ -125,7 +125,7 @@ def test_unreachable_server_is_a_typed_error_within_the_timeout() -> None:
 
     client = EnvClient("http://x", transport=httpx.MockTransport(refuse), retries=3, **FAST)
     t0 = time.monotonic()
-    with pytest.raises(TransportError, match="4 attempt"):
+    with pytest.raises(ServerUnreachable, match="4 attempt"):
         client.list_envs()
     assert time.monotonic() - t0 < 1.0
 
@@ -152,19 +152,19 @@ def test_killed_server_gives_typed_error_and_restart_is_clean(
     server: ServerProcess = server_factory("echo-v0")
     client = EnvClient(server.url, timeout=3, retries=3, **FAST)
     opened = client.open("echo-v0", seed=0)
-    client.step(opened["episode_id"], {"role": "assistant", "content": "x"}, 1)
+    client.step(opened.id, {"role": "assistant", "content": "x"}, 1)
     server.kill()
     t0 = time.monotonic()
-    with pytest.raises(TransportError):
-        client.step(opened["episode_id"], {"role": "assistant", "content": "x"}, 2)
+    with pytest.raises(ServerUnreachable):
+        client.step(opened.id, {"role": "assistant", "content": "x"}, 2)
     assert time.monotonic() - t0 < 3.5
     # a restarted server (same port) holds nothing of the old one
     server_factory("echo-v0", port=int(server.url.rsplit(":", 1)[1]))
     with pytest.raises(EpisodeNotFound):
-        client.step(opened["episode_id"], {"role": "assistant", "content": "x"}, 2)
+        client.step(opened.id, {"role": "assistant", "content": "x"}, 2)
     fresh = client.open("echo-v0", seed=0)
-    assert fresh["episode_id"] != opened["episode_id"]
-    assert fresh["observation"] == opened["observation"]  # same seed, same task
+    assert fresh.id != opened.id
+    assert fresh.observation == opened.observation  # same seed, same task
     client.close()
 
 
@@ -179,8 +179,8 @@ def test_capacity_error_from_a_real_server(server_factory: Any) -> None:
 
 
 def test_client_module_stays_light() -> None:
-    code = ("import sys, gymhub.server.client; "
-            "from gymhub.server.client import AsyncEnvClient, ClientConfig, EnvClient, "
+    code = ("import sys, gymhub.client; "
+            "from gymhub.client import AsyncEnvClient, ClientConfig, EnvClient, "
             "RemoteEpisode, encode_action; "
             "bad = [m for m in ('fastapi', 'torch', 'gymhub.envs', 'starlette', 'pydantic_core')"
             " if m in sys.modules]; print(bad)")
@@ -190,8 +190,8 @@ def test_client_module_stays_light() -> None:
 
 
 def test_retry_loop_decides_for_both_clients() -> None:
-    from gymhub.server.errors import SeqConflict
-    from gymhub.server.retries import ClientConfig, RetryLoop, RetryPolicy
+    from gymhub.client.retries import ClientConfig, RetryLoop, RetryPolicy
+    from gymhub.errors import SeqConflict
 
     def answer(status: int, code: str, **headers: str) -> httpx.Response:
         return httpx.Response(status, json={"error": {"code": code, "message": code}},
@@ -209,6 +209,6 @@ def test_retry_loop_decides_for_both_clients() -> None:
     with pytest.raises(AtCapacity):  # a pool fails over instead of waiting
         RetryLoop(policy, "open", busy_retry=False).next(answer(429, "at_capacity"))
     spent = RetryLoop(RetryPolicy(ClientConfig("http://x", retries=0)), "open echo-v0")
-    with pytest.raises(TransportError, match="open echo-v0: cannot reach"):
+    with pytest.raises(ServerUnreachable, match="open echo-v0: cannot reach"):
         spent.next(httpx.ConnectError("refused"))
     assert 0.001 <= loop.time_left() <= 30

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from gymhub.server.http11 import Http11Transport, Reply
+from gymhub.client.http11 import Http11Transport, Reply
 
 
 @dataclass

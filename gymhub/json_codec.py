@@ -1,6 +1,7 @@
 """JSON in and out of the wire, with orjson when it is installed.
 
-This module imports nothing heavy, so both the server and the (light) client use it.
+It sits in :mod:`gymhub` itself, below both sides of the wire, and imports nothing
+heavy, so the server and the (light) client encode and decode the same way.
 orjson is optional: for the small documents of every step it is several times faster
 than the standard library, which matters on both sides of a trivial step. Whatever
 orjson refuses (a lone surrogate an agent smuggled into a message, a non-string
@@ -17,22 +18,35 @@ from typing import Any
 __all__ = ["dumps", "dumps_lenient", "loads"]
 
 _fast_dumps: Callable[..., bytes] | None
-loads: Callable[[bytes | str], Any]
+_fast_loads: Callable[[bytes | str], Any]
 try:
     import orjson
 
     _fast_dumps = orjson.dumps
-    loads = orjson.loads
+    _fast_loads = orjson.loads
 except ImportError:  # pragma: no cover - exercised where orjson is absent
     _fast_dumps = None
-    loads = json.loads
+    _fast_loads = json.loads
+
+
+def loads(data: bytes | str) -> Any:
+    r"""Parse JSON; what orjson refuses but JSON allows is parsed by :mod:`json`.
+
+    The lenient writers below escape a lone surrogate (``"\udcff"``) rather than fail,
+    and orjson refuses to read one back; :func:`json.loads` accepts it, so an agent's
+    garbage echoed in an observation still arrives.
+    """
+    try:
+        return _fast_loads(data)
+    except ValueError:  # orjson.JSONDecodeError is a ValueError
+        return json.loads(data)
 
 
 def dumps(value: Any) -> bytes:
     """Serialise strictly: what JSON cannot hold raises (the server's replies).
 
     Non-finite floats are refused by the standard encoder and written as ``null`` by
-    orjson; :func:`gymhub.server.wire.jsonable` turns them into strings before either
+    orjson; :func:`gymhub.server.wire_models.jsonable` turns them into strings before either
     sees them.
     """
     if _fast_dumps is not None:

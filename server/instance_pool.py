@@ -5,10 +5,10 @@ ended normally is kept and reset for the next episode of the same id. How many t
 keep is a trade: a closed loop at N concurrent episodes has about N x (two round
 trips) / (episode length) instances between "finished" and "reopened" at any time,
 far more than a fixed small cap at high N (building echo-v0 anew was a sixth of the
-server's CPU at 512 episodes). So :class:`Recycler` always keeps up to ``recycle``
+server's CPU at 512 episodes). So :class:`InstancePool` always keeps up to ``recycle``
 per id and more while live plus idle instances fit in ``max_episodes``, which the
 server must be able to hold anyway; then, so that memory follows the load back down
-after a peak, :meth:`Recycler.trim` closes instances beyond ``recycle`` that nobody
+after a peak, :meth:`InstancePool.trim` closes instances beyond ``recycle`` that nobody
 reused for ``idle_ttl_s``.
 """
 
@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from gymhub.envs import TextEnv
 
-__all__ = ["Recycler"]
+__all__ = ["InstancePool"]
 
 
-class Recycler:
+class InstancePool:
     """Per environment id, a LIFO stack of idle instances with the time each went idle.
 
     LIFO keeps the hot instances on top: under steady load the bottom of a stack is

@@ -14,7 +14,7 @@ exchange. It speaks plain HTTP/1.1 and HTTPS; it does not do proxies, HTTP/2 or
 ``Expect: 100-continue``.
 
 It is a real :class:`httpx.AsyncBaseTransport`, so ``httpx.AsyncClient(transport=...)``
-works with it; :class:`~gymhub.server.client.AsyncEnvClient` calls :meth:`exchange`
+works with it; :class:`~gymhub.client.async_client.AsyncEnvClient` calls :meth:`exchange`
 directly to skip building :class:`httpx.Request` and :class:`httpx.Response` objects.
 Failures are raised as httpx's own exceptions (``ConnectError``, ``ReadTimeout``,
 ``RemoteProtocolError`` ...), so callers handle them exactly as with httpx.

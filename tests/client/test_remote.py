@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gymhub.client.remote import RemoteEnv, split_env_url
 from gymhub.envs import check_env, gold_policy, run_episode
 from gymhub.errors import ConfigError, EnvNotFound, EpisodeFinished, EpisodeNotStarted
-from gymhub.server.remote import RemoteEnv, split_env_url
 from gymhub.types import Message
 
 from .conftest import ServerProcess, registered_params

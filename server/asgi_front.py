@@ -6,14 +6,16 @@ cost more CPU than everything else in the request together. The routes every
 episode uses (open, step, close, and their batch) are therefore answered here
 directly, from the ASGI scope: the body is validated once by the same pydantic
 models FastAPI uses (parsed from the raw bytes in pydantic-core, without a Python
-dict in between), the manager does the work, and its reply bytes are sent as they
-are. Every other route, and any hot-route request this layer does not fully
-understand (an unusual content type, a ``root_path``), falls through to FastAPI, so
-the OpenAPI schema, the validation errors and the error codes stay those of the
-FastAPI app.
+dict in between), the same :class:`~gymhub.server.dispatch.Dispatcher` the FastAPI
+routes call applies the operation, and its reply bytes are sent as they are. Every
+other route, and any hot-route request this layer does not fully understand (an
+unusual content type, a ``root_path``), falls through to FastAPI, so the OpenAPI
+schema, the validation errors and the error codes stay those of the FastAPI app.
 
 Authentication and the body-size limit are checked here for every request, before a
-body byte is read.
+body byte is read, also with ``fast_routes=False`` (every route then goes to FastAPI:
+``gymhub serve --no-fast-routes``, what ``benchmarks/bench_server.py
+--compare-fast-routes`` measures this layer against).
 """
 
 from __future__ import annotations
@@ -27,15 +29,13 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.types import Message, Receive, Scope, Send
 
-from gymhub.errors import GymhubError
+from gymhub.errors import GymhubError, InvalidRequest, PayloadTooLarge, Unauthorized
 
-from .batch import run_batch
-from .episodes import EpisodeManager
-from .errors import InvalidRequest, PayloadTooLarge, Unauthorized, internal_error
-from .replies import Headers, error_reply, readable
-from .wire import BatchRequest, CreateEpisode, StepRequest, dumps
+from .dispatch import Dispatcher, Reply
+from .error_replies import Headers, error_reply, internal_error, readable
+from .wire_models import BatchRequest, CreateEpisode, StepRequest
 
-__all__ = ["Front"]
+__all__ = ["AsgiFront"]
 
 log = logging.getLogger("gymhub.server")
 
@@ -60,20 +60,23 @@ async def send_json(send: Send, status: int, body: bytes, headers: Headers | Non
     await send({"type": "http.response.body", "body": body})
 
 
-class Front:
+class AsgiFront:
     """Auth, body limit and the hot routes; everything else goes to ``fallback``.
 
     Args:
-        manager: the episode manager the hot routes drive.
+        dispatcher: applies the hot routes' operations (the FastAPI routes use it too).
         fallback: the FastAPI app's own ASGI entry.
         token: the bearer token ``/v1`` requires, if any.
         max_body_bytes: largest request body accepted (413 beyond).
+        fast_routes: answer open, step, close and batch here; off, only auth and the
+            body limit are checked here and FastAPI answers every route.
     """
 
-    def __init__(self, manager: EpisodeManager, fallback: ASGICall, *, token: str | None,
-                 max_body_bytes: int) -> None:
-        self.manager = manager
-        self.metrics = manager.metrics
+    def __init__(self, dispatcher: Dispatcher, fallback: ASGICall, *, token: str | None,
+                 max_body_bytes: int, fast_routes: bool = True) -> None:
+        self.dispatcher = dispatcher
+        self.metrics = dispatcher.manager.metrics
+        self.fast_routes = fast_routes
         self.fallback = fallback
         self.expected = f"Bearer {token}".encode() if token is not None else None
         self.max_body = max_body_bytes
@@ -105,7 +108,8 @@ class Front:
                 await self._fail(send, self._too_big())
                 return
         route = None
-        if (ctype is None or ctype.lower() in _JSON_TYPES) and not scope.get("root_path"):
+        if self.fast_routes and (ctype is None or ctype.lower() in _JSON_TYPES) \
+                and not scope.get("root_path"):
             route = self._route(method, path)
         if route is None:
             if length is None and method in _BODY_METHODS:
@@ -133,8 +137,8 @@ class Front:
             return
         await send_json(send, status, reply)
 
-    def _route(self, method: str, path: str) -> tuple[Callable[[str, bytes], Awaitable[
-            tuple[int, bytes]]], str] | None:
+    def _route(self, method: str, path: str
+               ) -> tuple[Callable[[str, bytes], Awaitable[Reply]], str] | None:
         if method == "POST":
             if path == _BATCH:
                 return self._batch, ""
@@ -150,22 +154,17 @@ class Front:
                 return self._close, episode_id
         return None
 
-    async def _create(self, _episode_id: str, body: bytes) -> tuple[int, bytes]:
-        req = _parse(CreateEpisode, body)
-        reply = await self.manager.create(req.env, seed=req.seed, task_id=req.task_id,
-                                          options=req.options, request_id=req.request_id)
-        return 201, reply
+    async def _create(self, _episode_id: str, body: bytes) -> Reply:
+        return await self.dispatcher.create(_parse(CreateEpisode, body))
 
-    async def _step(self, episode_id: str, body: bytes) -> tuple[int, bytes]:
-        req = _parse(StepRequest, body)
-        return 200, await self.manager.step(episode_id, req.action, req.seq)
+    async def _step(self, episode_id: str, body: bytes) -> Reply:
+        return await self.dispatcher.step(episode_id, _parse(StepRequest, body))
 
-    async def _batch(self, _episode_id: str, body: bytes) -> tuple[int, bytes]:
-        return 200, await run_batch(self.manager, _parse(BatchRequest, body))
+    async def _batch(self, _episode_id: str, body: bytes) -> Reply:
+        return await self.dispatcher.batch(_parse(BatchRequest, body))
 
-    async def _close(self, episode_id: str, _body: bytes) -> tuple[int, bytes]:
-        await self.manager.close(episode_id)
-        return 200, dumps({"episode_id": episode_id, "closed": True})
+    async def _close(self, episode_id: str, _body: bytes) -> Reply:
+        return await self.dispatcher.close(episode_id)
 
     def _too_big(self) -> PayloadTooLarge:
         return PayloadTooLarge(f"request body is larger than {self.max_body} bytes")

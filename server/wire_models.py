@@ -20,9 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gymhub.json_codec import dumps, loads
 from gymhub.types import Message, Score
-
-from .jsonio import dumps, loads
 
 __all__ = [
     "BatchClose",
