@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from gymhub.errors import BackendError
+from gymhub.errors import BackendError, ToolError
 from gymhub.types import Message, Score, StepResult, ToolCall, ToolSpec
 
 from .core import TextEnv
@@ -29,10 +29,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Tool calls beyond this many in one assistant message are refused.
 MAX_CALLS_PER_TURN = 8
-
-
-class ToolError(Exception):
-    """Raised by a tool to answer the agent with an error message (not a crash)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ environment answers them with a message. A verifier that cannot judge returns a
     GymhubError
     ├── ConfigError                  a spec, manifest, task file or option is invalid
     │   ├── SpecError                a verifier spec failed to compile (names the field)
-    │   └── TaskFileError            a user task file is malformed or points nowhere
+    │   ├── TaskFileError            a user task file is malformed or points nowhere
+    │   └── TemplateError            a chat template cannot be used token-exactly
+    ├── SandboxPathError             a file name for a sandbox session would leave its workdir
     ├── RegistryError
     │   ├── EnvNotFound              unknown environment id ("did you mean ...?")
     │   └── DuplicateEnv             the id is already registered
@@ -20,6 +22,11 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   └── EpisodeFinished          ``step`` after the episode terminated or truncated
     ├── EnvCheckFailed               ``check_env`` found a broken contract
     ├── BackendError                 a database or sandbox backend is unusable
+    │   └── ReplProtocolError        a sandboxed interpreter broke the frame protocol
+    ├── AgentError                   the agent's mistake, caught inside the environment and
+    │   │                            answered to the agent as a message, never to the caller
+    │   ├── ToolError                a tool refuses its call (not found, conflict, ...)
+    │   └── QueryError               a query failed because of the query (``kind`` says how)
     └── ServerError                  answered by (or about) an environment server; ``status``
         ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, restarted)
         ├── SeqConflict              409 a stale or skipped ``seq`` (``expected`` says which)
@@ -35,6 +42,10 @@ environment answers them with a message. A verifier that cannot judge returns a
         └── ServerUnreachable        no HTTP answer at all after the client's bounded retries
             └── RequestTimeout       no answer within the client's deadline
 
+Private control-flow exceptions that never leave their module (a retry signal, a gold
+query that failed) derive from :class:`GymhubError` too. The one place that cannot is the
+unit-test harness that runs inside the sandbox: it imports the standard library only.
+
 The server errors travel as ``{"error": {"code", "message"}}``; the client turns each
 ``code`` back into the same class (:func:`error_from_code`), so code that catches
 :class:`EnvNotFound` or :class:`EpisodeFinished` works unchanged whether the
@@ -45,6 +56,7 @@ business (:mod:`gymhub.server.error_replies`); ``status`` on each class is its d
 from __future__ import annotations
 
 __all__ = [
+    "AgentError",
     "AtCapacity",
     "BackendError",
     "ConfigError",
@@ -61,9 +73,12 @@ __all__ = [
     "InternalServerError",
     "InvalidRequest",
     "PayloadTooLarge",
+    "QueryError",
     "ReferenceDisabled",
     "RegistryError",
+    "ReplProtocolError",
     "RequestTimeout",
+    "SandboxPathError",
     "SeqConflict",
     "ServerDraining",
     "ServerError",
@@ -71,6 +86,8 @@ __all__ = [
     "SpecError",
     "TaskFileError",
     "TaskNotFound",
+    "TemplateError",
+    "ToolError",
     "Unauthorized",
     "error_from_code",
 ]
@@ -181,6 +198,69 @@ class BackendError(GymhubError):
     """A backend (database, sandbox) could not be used at all."""
 
     code = "backend_error"
+
+
+class TemplateError(ConfigError):
+    """The chat template cannot be used token-exactly (it is not prefix-preserving)."""
+
+    code = "invalid_template"
+
+
+class SandboxPathError(GymhubError, ValueError):
+    """A file name given to a sandbox session's files in/out API would leave the workdir.
+
+    Absolute paths, ``..`` components, NUL bytes and paths through symbolic links are
+    refused: the names come from the caller, so this is a caller error, not a result.
+    """
+
+    code = "unsafe_path"
+
+
+class ReplProtocolError(BackendError):
+    """A sandboxed interpreter sent something that is not the expected frame.
+
+    The session treats it as a crash of the interpreter: it is restarted and the agent is
+    told so; the caller of the session sees it only if the restart fails too.
+    """
+
+    code = "repl_protocol_error"
+
+
+class AgentError(GymhubError):
+    """The agent's mistake: the environment catches it and answers the agent with it.
+
+    ``str(exc)`` is shown to the agent verbatim, so every message says what went wrong
+    and what to do instead.
+    """
+
+    code = "agent_error"
+
+
+class ToolError(AgentError):
+    """Raised by a tool to answer the agent with an error message (not a crash)."""
+
+    code = "tool_error"
+
+
+class QueryError(AgentError):
+    """A query failed because of the query itself (the agent's fault).
+
+    Infrastructure failures (a dead server, a corrupt fixture) are
+    :class:`BackendError`, never this.
+
+    Attributes:
+        kind: ``"syntax"``, ``"refused"``, ``"timeout"``, ``"too_large"``,
+            ``"encoding"`` or ``"runtime"``.
+    """
+
+    code = "query_error"
+    KINDS = frozenset({"syntax", "refused", "timeout", "too_large", "encoding", "runtime"})
+
+    def __init__(self, kind: str, message: str) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown QueryError kind {kind!r}")
+        self.kind = kind
+        super().__init__(message)
 
 
 # ------------------------------------------------------------------ server errors

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar
 
-from gymhub.errors import GymhubError
+from gymhub.errors import SandboxPathError
 
 __all__ = [
     "WORKDIR",
@@ -44,16 +44,6 @@ LIMIT_WALL = "wall_time"
 LIMIT_CPU = "cpu_time"
 LIMIT_MEMORY = "memory"
 LIMIT_OUTPUT = "output"
-
-
-class SandboxPathError(GymhubError, ValueError):
-    """A file name given to the files in/out API would leave the workdir.
-
-    Absolute paths, ``..`` components, NUL bytes and paths through symbolic links are
-    refused: the names come from the caller, so this is a caller error, not a result.
-    """
-
-    code = "unsafe_path"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gymhub.errors import BackendError
+from gymhub.errors import BackendError, GymhubError, ReplProtocolError
 from gymhub.sandbox.base import LIMIT_CPU, LIMIT_MEMORY, LIMIT_WALL, Limits, PythonResult
 
 __all__ = ["Channel", "Death", "ReplClient", "server_argv"]
@@ -65,10 +65,6 @@ class Death:
     exit_code: int | None = None
     signal: int | None = None
     oom_killed: bool = False
-
-
-class ProtocolError(Exception):
-    """The interpreter sent something that is not the expected frame."""
 
 
 class Channel(abc.ABC):
@@ -123,7 +119,7 @@ class ReplClient:
         self._buf.clear()
         try:
             hello = self._read_frame(time.monotonic() + START_TIMEOUT_S, 1 << 16)
-        except (ProtocolError, TimeoutError, EOFError) as exc:
+        except (ReplProtocolError, TimeoutError, EOFError) as exc:
             diag = channel.diagnostics().decode(errors="replace").strip()
             self.kill()
             raise BackendError(f"the Python REPL did not start ({exc}): {diag[-2000:]}") from exc
@@ -156,9 +152,9 @@ class ReplClient:
             if size is None and len(self._buf) >= _HEAD.size:
                 magic, size = _HEAD.unpack(bytes(self._buf[:_HEAD.size]))
                 if magic != _MAGIC:
-                    raise ProtocolError("bad frame marker")
+                    raise ReplProtocolError("bad frame marker")
                 if size > max_size or size < _SUB.size:
-                    raise ProtocolError(f"frame of {size} bytes")
+                    raise ReplProtocolError(f"frame of {size} bytes")
                 need = _HEAD.size + size
             if len(self._buf) >= need and size is not None:
                 break
@@ -180,16 +176,16 @@ class ReplClient:
         try:
             header = json.loads(body[_SUB.size:_SUB.size + head_len])
         except ValueError as exc:
-            raise ProtocolError("unreadable frame header") from exc
+            raise ReplProtocolError("unreadable frame header") from exc
         if not isinstance(header, dict):
-            raise ProtocolError("unreadable frame header")
+            raise ReplProtocolError("unreadable frame header")
         rest = body[_SUB.size + head_len:]
         try:
             n_out, n_err = int(header.get("stdout_len", 0)), int(header.get("stderr_len", 0))
         except (TypeError, ValueError) as exc:
-            raise ProtocolError("bad lengths") from exc
+            raise ReplProtocolError("bad lengths") from exc
         if n_out < 0 or n_err < 0 or n_out + n_err != len(rest):
-            raise ProtocolError("lengths do not match the frame")
+            raise ReplProtocolError("lengths do not match the frame")
         return header, rest[:n_out], rest[n_out:]
 
     # -- one call ----------------------------------------------------------------------
@@ -227,7 +223,7 @@ class ReplClient:
             header, out, err = self._read_frame(deadline, max_size,
                                                 cpu_check if cpu0 is not None else None)
             if header.get("id") != request_id:
-                raise ProtocolError("a frame that does not answer this call")
+                raise ReplProtocolError("a frame that does not answer this call")
         except TimeoutError:
             return self._failed(start, f"timed out after {wall:.3g} s", LIMIT_WALL, cpu0)
         except _CpuExceeded:
@@ -235,7 +231,7 @@ class ReplClient:
                                 LIMIT_CPU, cpu0)
         except EOFError:
             return self._failed(start, "the interpreter died", None, cpu0)
-        except ProtocolError as exc:
+        except ReplProtocolError as exc:
             return self._failed(start, f"protocol violation ({exc}); the code wrote to the "
                                 "REPL's channel", None, cpu0)
         cpu = channel.cpu_ms()
@@ -277,7 +273,7 @@ class ReplClient:
         )
 
 
-class _CpuExceeded(Exception):
+class _CpuExceeded(GymhubError):
     pass
 
 

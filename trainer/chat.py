@@ -24,15 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gymhub.errors import TemplateError
 from gymhub.types import Message
 
 __all__ = ["ChatRenderer", "Drift", "TemplateError"]
 
 _BASE = (Message(role="user", content="base"), Message(role="assistant", content="base"))
-
-
-class TemplateError(ValueError):
-    """The chat template cannot be used token-exactly (it is not prefix-preserving)."""
 
 
 @dataclass(frozen=True)

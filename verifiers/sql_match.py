@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gymhub.errors import BackendError
+from gymhub.errors import BackendError, GymhubError
 from gymhub.sandbox.sql import DatabaseSource, QueryError, QueryResult, SqlDatabase
 from gymhub.types import Score
 
@@ -55,7 +55,7 @@ PRESETS: dict[str, tuple[str, str, bool, float]] = {
 GOLD_CACHE_SIZE = 4096
 
 
-class _GoldFailed(Exception):
+class _GoldFailed(GymhubError):
     """The gold query failed: the judge, not the candidate, is broken."""
 
 
@@ -162,7 +162,7 @@ def build_sql_match(spec: SpecReader) -> VerifyFn:
     return verify
 
 
-class _NoGold(Exception):
+class _NoGold(GymhubError):
     """The task has no usable gold query for this database's dialect."""
 
 

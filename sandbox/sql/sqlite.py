@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gymhub.errors import BackendError
+from gymhub.errors import BackendError, GymhubError
 from gymhub.sandbox.sql.types import (
     READ_ONLY_MESSAGE,
     ColumnInfo,
@@ -73,7 +73,7 @@ _ACTIONS = {
 _RUNTIME_MARKERS = ("overflow", "malformed", "json", "out of range", "too many levels", "unable")
 
 
-class _RetryLenient(Exception):
+class _RetryLenient(GymhubError):
     """Internal: a decode error asks for a retry with the lenient text factory."""
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from gymhub.errors import QueryError
+
 __all__ = [
     "MAX_SQL_CHARS",
     "READ_ONLY_MESSAGE",
@@ -50,27 +52,6 @@ WRITE_STARTS = frozenset({
     "DEALLOCATE", "DISCARD", "CLUSTER", "COMMENT", "REFRESH", "SECURITY", "LOAD", "IMPORT",
     "CHECKPOINT", "DECLARE", "FETCH", "MOVE", "CLOSE",
 })
-
-
-class QueryError(Exception):
-    """A query failed because of the query itself (the agent's fault).
-
-    ``str(exc)`` is shown to the agent verbatim, so every message says what went
-    wrong and what to do instead. Infrastructure failures (a dead server, a corrupt
-    fixture) are :class:`gymhub.errors.BackendError`, never this.
-
-    Attributes:
-        kind: ``"syntax"``, ``"refused"``, ``"timeout"``, ``"too_large"``,
-            ``"encoding"`` or ``"runtime"``.
-    """
-
-    KINDS = frozenset({"syntax", "refused", "timeout", "too_large", "encoding", "runtime"})
-
-    def __init__(self, kind: str, message: str) -> None:
-        if kind not in self.KINDS:
-            raise ValueError(f"unknown QueryError kind {kind!r}")
-        self.kind = kind
-        super().__init__(message)
 
 
 @dataclass(frozen=True)
