@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -543,52 +542,6 @@ def every_env(n: int, env_ids: list[str], compare: bool = False) -> None:
         server.stop()
 
 
-def compare_fast_routes(n: int, env_ids: list[str], repeats: int, seconds: float) -> None:
-    """The ASGI fast routes against FastAPI's stack: two servers, runs alternating.
-
-    Both servers check auth and body size in the same front door; one answers open,
-    step, close and batch there, the other (``--no-fast-routes``) hands every request
-    to FastAPI. Each row alternates the two ``repeats`` times in the same run, so
-    machine noise hits both alike. Gold crowds also send one ``GET .../gold`` per step,
-    which FastAPI answers in both columns; the echo loop row has no such request.
-    """
-    common = ("--max-episodes", str(n + 100), "--log-level", "error")
-    servers = {"fast": Server(*common, env_ids=tuple(env_ids)),
-               "fastapi": Server(*common, "--no-fast-routes", env_ids=tuple(env_ids))}
-    print(f"fast routes vs FastAPI only: {n} concurrent episodes, {repeats} alternating runs "
-          "each; server CPU per episode and episodes/s (means)")
-    print(f"{'workload':>22} | {'fast us/ep':>10} {'eps/s':>8} | {'FastAPI us/ep':>13} "
-          f"{'eps/s':>8} | {'CPU ratio':>9} {'rate ratio':>10}")
-    try:
-        workloads: list[tuple[str, str | None]] = [("echo-v0 loop", None)]
-        workloads += [(f"{e} gold crowd", e) for e in env_ids]
-        for label, env_id in workloads:
-            cpu: dict[str, list[float]] = {k: [] for k in servers}
-            rate: dict[str, list[float]] = {k: [] for k in servers}
-            for _ in range(repeats):
-                for name, server in servers.items():
-                    c0 = cpu_s(server.proc.pid)
-                    if env_id is None:
-                        r = asyncio.run(through_server(server.url, n, seconds))
-                        episodes, secs = r.episodes, r.seconds
-                    else:
-                        g = asyncio.run(gold_crowd(server.url, env_id, n))
-                        episodes, secs = int(g["episodes"]), g["seconds"]
-                    used = cpu_s(server.proc.pid) - c0
-                    cpu[name].append(used / max(1, episodes) * 1e6)
-                    rate[name].append(episodes / secs)
-            f_cpu, s_cpu = statistics.mean(cpu["fast"]), statistics.mean(cpu["fastapi"])
-            f_rate, s_rate = statistics.mean(rate["fast"]), statistics.mean(rate["fastapi"])
-            cpu_ratio = f"{s_cpu / f_cpu:>9.2f}" if f_cpu else f"{'-':>9}"  # under a tick
-            print(f"{label:>22} | {f_cpu:>10,.0f} {f_rate:>8,.1f} | {s_cpu:>13,.0f} "
-                  f"{s_rate:>8,.1f} | {cpu_ratio} {f_rate / s_rate:>10.2f}", flush=True)
-        print("(CPU ratio: FastAPI-only server CPU / fast routes'; rate ratio: fast / "
-              "FastAPI-only episodes/s; above 1 favours the fast routes)")
-    finally:
-        for server in servers.values():
-            server.stop()
-
-
 def soak(minutes: float, concurrency: int, interval: float) -> None:
     server = Server("--max-episodes", str(concurrency + 100), "--log-level", "error")
     print(f"soak: {minutes:g} min at {concurrency} concurrent episodes; one line per "
@@ -622,17 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", default="echo-v0,sql-v0,code-v0")
     p.add_argument("--compare-batching", action="store_true",
                    help="with --every-env: also run each env with client batching off and on")
-    p.add_argument("--compare-fast-routes", type=int, default=None, metavar="N",
-                   help="instead: N concurrent episodes through a server with the ASGI fast "
-                        "routes and one without (--no-fast-routes), alternating, for the echo "
-                        "loop and a gold crowd of each of --envs")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="alternating runs per workload for --compare-fast-routes")
     args = p.parse_args(argv)
-    if args.compare_fast_routes is not None:
-        compare_fast_routes(args.compare_fast_routes, [e for e in args.envs.split(",") if e],
-                            args.repeats, args.seconds)
-    elif args.every_env is not None:
+    if args.every_env is not None:
         every_env(args.every_env, [e for e in args.envs.split(",") if e], args.compare_batching)
     elif args.soak is not None:
         soak(args.soak, args.soak_concurrency, args.soak_interval)

@@ -3,12 +3,12 @@
 The app is a thin shell. Route handlers validate the request (pydantic, at the wire
 only), hand the work to the manager, and return the bytes the manager produced, so a
 step reply is serialised once, in a worker thread, and never re-validated on the way
-out. In front of FastAPI sits :class:`~gymhub.server.asgi_front.AsgiFront`, a pure-ASGI layer
-that checks the bearer token and the body size before any body byte is read and
-answers the routes every episode uses (open, step, close, batch) without FastAPI's
-per-request machinery; the FastAPI routes below still define the OpenAPI schema and
-answer everything else. Every failure leaves as ``{"error": {"code", "message"}}``
-with the status that :data:`gymhub.errors.STATUS` assigns to its code.
+out. In front of FastAPI sits :class:`~gymhub.server.request_guard.RequestGuard`, a
+pure-ASGI layer that checks the bearer token and the body size before any body byte is
+read. Open, step, close and batch are applied by one
+:class:`~gymhub.server.dispatch.Dispatcher`, which the routes below call. Every failure
+leaves as ``{"error": {"code", "message"}}`` with the status that
+:func:`gymhub.server.error_replies.status_of` assigns to its code.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from gymhub.envs import Registry
 from gymhub.envs import registry as default_registry
 from gymhub.errors import GymhubError, InvalidRequest, ReferenceDisabled, error_from_code
 
-from .asgi_front import AsgiFront
 from .dispatch import Dispatcher
 from .episodes import EpisodeManager
 from .error_replies import error_reply, internal_error, readable
 from .metrics import CONTENT_TYPE
+from .request_guard import RequestGuard
 from .wire_models import (
     BatchReply,
     BatchRequest,
@@ -78,7 +78,6 @@ def create_app(
     expose_reference: bool = True,
     drain_timeout_s: float = 30.0,
     env_kwargs: dict[str, dict[str, Any]] | None = None,
-    fast_routes: bool = True,
 ) -> FastAPI:
     """Build the environment server.
 
@@ -103,9 +102,6 @@ def create_app(
             ``check_env`` and ``--policy gold`` need); switch off on shared servers.
         drain_timeout_s: how long shutdown waits for in-flight steps.
         env_kwargs: constructor arguments per environment id.
-        fast_routes: answer open, step, close and batch in the pure-ASGI front door
-            (:class:`~gymhub.server.asgi_front.AsgiFront`) rather than through FastAPI's
-            stack; the replies are the same either way.
 
     Returns:
         A FastAPI app; run it with uvicorn (see :mod:`gymhub.server.cli`).
@@ -162,8 +158,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, on_invalid)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_crash)
-    app.front = AsgiFront(dispatcher, functools.partial(FastAPI.__call__, app), token=token,
-                          max_body_bytes=max_body_bytes, fast_routes=fast_routes)
+    app.front = RequestGuard(manager.metrics, functools.partial(FastAPI.__call__, app),
+                             token=token, max_body_bytes=max_body_bytes)
 
     def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody} for c in codes}
@@ -282,13 +278,13 @@ def _document_bearer(app: FastAPI) -> None:
 
 
 class ServerApp(FastAPI):
-    """FastAPI whose HTTP requests pass through a :class:`AsgiFront` first.
+    """FastAPI whose HTTP requests pass through a :class:`RequestGuard` first.
 
     Attributes:
         front: set by :func:`create_app`; until then requests go straight to FastAPI.
     """
 
-    front: AsgiFront | None = None
+    front: RequestGuard | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry: HTTP to the front door, lifespan (and anything else) to FastAPI."""

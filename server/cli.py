@@ -59,9 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gc-threshold", default="100000,50,1000", metavar="GEN0[,GEN1,GEN2]",
                    help="thresholds for gc.set_threshold in the server process ('' keeps "
                         "Python's 700,10,10)")
-    p.add_argument("--no-fast-routes", action="store_true",
-                   help="answer every route through FastAPI instead of the pure-ASGI fast "
-                        "routes (same replies; for measuring what the fast routes save)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     return p
@@ -101,7 +98,6 @@ def main(argv: list[str]) -> int:
             ttl_s=args.ttl if args.ttl > 0 else None, step_timeout_s=args.step_timeout,
             max_body_bytes=args.max_body_bytes, workers=args.workers,
             expose_reference=not args.no_reference, drain_timeout_s=args.drain_timeout,
-            fast_routes=not args.no_fast_routes,
         )
     except GymhubError as exc:
         print(f"gymhub serve: {exc}", file=sys.stderr)

@@ -1,11 +1,10 @@
 """The one place an episode operation (create, step, close) is applied and answered.
 
-Three request paths carry episode operations: the FastAPI routes (which also define
-the OpenAPI schema), the fast routes of :class:`~gymhub.server.asgi_front.AsgiFront`,
-and ``POST /v1/batch``. They used to map an operation onto the
-:class:`~gymhub.server.episodes.EpisodeManager` each in its own way, which is how a
-status (201 for a creation), a close reply or an error's ``Retry-After`` drifts
-between them. Now each path only parses its request; :class:`Dispatcher` applies the
+Two request paths carry episode operations: the FastAPI routes (which also define the
+OpenAPI schema) and each operation inside ``POST /v1/batch``. Mapping an operation onto
+the :class:`~gymhub.server.episodes.EpisodeManager` separately on each path is how a
+status (201 for a creation), a close reply or an error's ``Retry-After`` drifts between
+them, so each path only parses its request; :class:`Dispatcher` applies the
 operation and shapes the success, and :func:`~gymhub.server.error_replies.error_reply`
 shapes every failure.
 
