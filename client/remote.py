@@ -10,10 +10,9 @@ It mirrors the parts of :class:`~gymhub.envs.TextEnv` that tools rely on: ``task
 ``gold_action()``, ``verifier_cases()`` and ``verify()`` (the last three need a
 server started with its reference endpoints on, the default).
 
-The chat spaces, :class:`~gymhub.envs.Task` and the transcript formatting belong to
-:mod:`gymhub.envs`, which the client package must not load on import (DESIGN §1: a
-learner imports :mod:`gymhub.client` without the environments). They are imported when
-a :class:`RemoteEnv` is built, the one moment Gymnasium's API needs them.
+The chat spaces (:mod:`gymhub.spaces`), :class:`~gymhub.types.Task` and the transcript
+formatting live below :mod:`gymhub.envs`, so a remote environment never loads the
+environments (DESIGN §1: the client uses only ``types``/``errors`` and its transport).
 """
 
 from __future__ import annotations
@@ -21,19 +20,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import gymnasium
 
 from gymhub.errors import ConfigError, EnvNotFound, EpisodeFinished, EpisodeNotStarted
-from gymhub.types import Message, Score, ToolSpec
+from gymhub.spaces import ChatSpace, MessageSpace
+from gymhub.types import Message, Score, Task, ToolSpec, VerifierCase, format_message
 
 from .sync_client import EnvClient
-
-if TYPE_CHECKING:
-    from gymhub.envs.core import VerifierCase
-    from gymhub.envs.tasks import Task
 
 __all__ = ["TOKEN_ENV", "RemoteEnv", "split_env_url"]
 
@@ -107,7 +103,6 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
                 self.client.close()
             raise
 
-        from gymhub.envs.spaces import ChatSpace, MessageSpace
 
         self.description: dict[str, Any] = served[env_id]
         self._tool_specs = [_tool_spec(t) for t in self.description.get("tools", [])]
@@ -149,7 +144,6 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         opts = dict(options or {})
         task_id = opts.pop("task_id", None)
         self._drop_episode()
-        from gymhub.envs.tasks import Task
 
         episode = self.client.open(self.env_id, seed=seed,
                                    task_id=None if task_id is None else str(task_id),
@@ -190,7 +184,6 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         """The transcript so far, as text (``render_mode="ansi"``)."""
         if self.render_mode != "ansi":
             return None
-        from gymhub.envs.core import format_message
 
         return "\n".join(format_message(m) for m in self.history)
 
@@ -206,7 +199,6 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
     def tasks(self) -> list[Task]:
         """The server's task ids and tags (prompts and gold answers stay on the server)."""
         if self._tasks is None:
-            from gymhub.envs.tasks import Task
 
             self._tasks = [Task(id=t["id"], prompt="", meta=dict(t.get("meta") or {}))
                            for t in self.client.tasks(self.env_id)]
@@ -224,8 +216,6 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
 
     def verifier_cases(self, task: Task) -> list[VerifierCase]:
         """The server environment's golden verifier cases for ``task``."""
-        from gymhub.envs.core import VerifierCase
-
         return [VerifierCase(c["submission"], c["expect"], c.get("note", ""))
                 for c in self.client.verifier_cases(self.env_id, task.id)]
 

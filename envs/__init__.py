@@ -4,11 +4,12 @@ if __name__ != "gymhub." + __name__.rpartition(".")[2]:  # run from the repo roo
     raise ImportError(f"import gymhub.{__name__}, not {__name__}: the top-level folders "
                       "are subpackages of gymhub and must not load a second time")
 
+from gymhub.spaces import ChatSpace, MessageSpace
+
 from .checker import CheckReport, check_env
 from .core import TextEnv, VerifierCase
 from .registration import ENTRY_POINT_GROUP, EnvSpec, Registry, make, register, registry
 from .rollout import EpisodeOutcome, gold_policy, run_episode
-from .spaces import ChatSpace, MessageSpace
 from .tasks import Task
 from .tools import Final, ToolEnv, ToolError, tool
 

@@ -11,37 +11,18 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import gymnasium
 
 from gymhub.errors import ConfigError, EpisodeFinished, EpisodeNotStarted, TaskNotFound
-from gymhub.types import Message, Score, StepResult, ToolSpec
-
-from .spaces import ChatSpace, MessageSpace
-from .tasks import Task
+from gymhub.spaces import ChatSpace, MessageSpace
+from gymhub.types import Message, Score, StepResult, Task, ToolSpec, VerifierCase, format_message
 
 __all__ = ["TextEnv", "VerifierCase"]
 
 #: Largest action (characters of content plus arguments) an environment accepts.
 MAX_ACTION_CHARS = 200_000
-
-
-@dataclass(frozen=True)
-class VerifierCase:
-    """A golden case for an environment's verifier, checked by ``check_env``.
-
-    Attributes:
-        submission: what the agent would submit.
-        expect: ``pass`` (scores 1.0), ``fail`` (scores below 1.0) or ``malformed``
-            (scores 0.0 with a reason); none of them may come back as an ``error``.
-        note: what the case demonstrates.
-    """
-
-    submission: Any
-    expect: Literal["pass", "fail", "malformed"]
-    note: str = ""
 
 
 class TextEnv(gymnasium.Env[list[Message], Message]):
@@ -252,11 +233,3 @@ def coerce_action(action: Any) -> tuple[Message | None, str]:
     if size > MAX_ACTION_CHARS:
         return None, f"action is {size:,} characters; the limit is {MAX_ACTION_CHARS:,}"
     return action, ""
-
-
-def format_message(m: Message) -> str:
-    """One message as a line of a transcript."""
-    text = f"[{m.role}{':' + m.name if m.name else ''}] {m.content}"
-    for c in m.tool_calls or ():
-        text += f"\n  -> {c.name}({c.arguments})"
-    return text

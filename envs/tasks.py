@@ -3,33 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from gymhub.errors import TaskFileError
+from gymhub.types import Task
 
 __all__ = ["Task", "filter_tasks", "iter_jsonl", "resolve_tasks"]
-
-
-@dataclass(frozen=True)
-class Task:
-    """One task of an environment.
-
-    Attributes:
-        id: unique within the environment; ``reset(options={"task_id": id})`` picks it.
-        prompt: the question or instruction shown to the agent.
-        fixture: what the episode runs on (a database reference, files ...).
-        gold: the reference solution; the gold policy submits it and must score 1.0.
-        meta: free-form tags such as ``difficulty`` and ``category``.
-    """
-
-    id: str
-    prompt: str
-    fixture: Any = None
-    gold: Any = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -192,7 +192,7 @@ def _parse_call(line: str, tools: dict[str, dict[str, Any]]) -> Any:
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
-    from gymhub.envs.core import format_message
+    from gymhub.types import format_message
 
     env = _make(args.env, args.env_arg)
     options = {"task_id": args.task} if args.task else None

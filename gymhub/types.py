@@ -18,8 +18,11 @@ __all__ = [
     "Role",
     "Score",
     "StepResult",
+    "Task",
     "ToolCall",
     "ToolSpec",
+    "VerifierCase",
+    "format_message",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -223,3 +226,46 @@ class StepResult:
     def as_tuple(self) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         """Gymnasium's five-tuple."""
         return self.observation, self.reward, self.terminated, self.truncated, self.info
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of an environment.
+
+    Attributes:
+        id: unique within the environment; ``reset(options={"task_id": id})`` picks it.
+        prompt: the question or instruction shown to the agent.
+        fixture: what the episode runs on (a database reference, files ...).
+        gold: the reference solution; the gold policy submits it and must score 1.0.
+        meta: free-form tags such as ``difficulty`` and ``category``.
+    """
+
+    id: str
+    prompt: str
+    fixture: Any = None
+    gold: Any = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifierCase:
+    """A golden case for an environment's verifier, checked by ``check_env``.
+
+    Attributes:
+        submission: what the agent would submit.
+        expect: ``pass`` (scores 1.0), ``fail`` (scores below 1.0) or ``malformed``
+            (scores 0.0 with a reason); none of them may come back as an ``error``.
+        note: what the case demonstrates.
+    """
+
+    submission: Any
+    expect: Literal["pass", "fail", "malformed"]
+    note: str = ""
+
+
+def format_message(m: Message) -> str:
+    """One message as a line of a transcript."""
+    text = f"[{m.role}{':' + m.name if m.name else ''}] {m.content}"
+    for c in m.tool_calls or ():
+        text += f"\n  -> {c.name}({c.arguments})"
+    return text

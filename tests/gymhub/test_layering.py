@@ -1,9 +1,13 @@
 """Layering: light imports stay light (DESIGN.md §1)."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -30,6 +34,26 @@ def test_client_leaves_the_server_and_the_environments_out():
     loaded = _loaded_after("import gymhub.client")
     for kept_out in ("fastapi", "uvicorn", "starlette", "torch", "gymhub.envs", "gymhub.server"):
         assert kept_out not in loaded, f"import gymhub.client imported {kept_out}"
+
+
+def _imports_of(folder: str) -> dict[str, set[str]]:
+    """Every module each file under ``folder`` imports, wherever the import statement is."""
+    out: dict[str, set[str]] = {}
+    for path in (ROOT / folder).rglob("*.py"):
+        names = out.setdefault(str(path.relative_to(ROOT)), set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+    return out
+
+
+def test_no_client_module_imports_the_server_or_the_environments_even_lazily():
+    for path, names in _imports_of("client").items():
+        for name in names:
+            assert not name.startswith(("gymhub.envs", "gymhub.server", "fastapi", "starlette")), (
+                f"{path} imports {name}")
 
 
 def test_cli_help_is_fast_and_light():
