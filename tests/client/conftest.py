@@ -13,7 +13,8 @@ from ..server.conftest import (
     run,
     served,
     server_factory,
+    until,
 )
 
 __all__ = ["ServerProcess", "SlowEnv", "constructible_env_ids", "echo_server", "local_registry",
-           "make_env", "registered_params", "run", "served", "server_factory"]
+           "make_env", "registered_params", "run", "served", "server_factory", "until"]

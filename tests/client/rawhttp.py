@@ -45,6 +45,7 @@ class RawServer:
 
     handler: Handler
     connections: int = 0
+    closed: int = 0  # connections this server has finished closing
     active: int = 0
     peak_active: int = 0
     requests: list[Request] = field(default_factory=list)
@@ -80,6 +81,9 @@ class RawServer:
             pass
         finally:
             writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self.closed += 1
 
 
 @contextlib.asynccontextmanager
@@ -92,10 +96,17 @@ async def raw_server(handler: Handler) -> AsyncIterator[RawServer]:
         yield state
     finally:
         server.close()
-        for w in state.writers:
-            w.close()
-        await asyncio.sleep(0.01)  # let the closes run before the loop ends
+        await close_writers(state.writers)
         await server.wait_closed()
+
+
+async def close_writers(writers: list[asyncio.StreamWriter]) -> None:
+    """Close the server's side of every connection and wait until each close has run."""
+    for w in writers:
+        w.close()
+    for w in writers:
+        with contextlib.suppress(ConnectionError):
+            await w.wait_closed()
 
 
 def answer(body: bytes = b"ok", status: str = "200 OK", extra: bytes = b"") -> bytes:

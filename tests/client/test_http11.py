@@ -10,7 +10,7 @@ import pytest
 from gymhub.client import AsyncEnvClient
 from gymhub.client.http11 import Http11Transport
 
-from .conftest import run
+from .conftest import run, until
 from .rawhttp import Handler, Request, answer, fixed, get, raw_server
 
 
@@ -138,7 +138,9 @@ def test_server_closing_an_idle_connection_is_noticed_before_reuse() -> None:
         async with raw_server(handler) as server:
             transport = Http11Transport()
             a = await get(transport, server)
-            await asyncio.sleep(0.05)  # the FIN arrives while the connection is idle
+            # the server's close (its FIN) has gone out while the connection is idle ...
+            await until(lambda: server.closed == 1, what="the server's close")
+            await asyncio.sleep(0)  # ... and one loop pass hands it to the idle connection
             b = await get(transport, server)
             await transport.aclose()
         assert a.keep_alive and b.content == b"ok"
@@ -195,7 +197,9 @@ def test_bytes_on_an_idle_connection_make_it_unusable() -> None:
                               ) as server:
             transport = Http11Transport()
             await get(transport, server)
-            await asyncio.sleep(0.05)
+            # the server has written both replies (one write) before the reuse
+            await until(lambda: server.active == 0 and len(server.requests) == 1,
+                        what="the server's write")
             b = await get(transport, server)
             await transport.aclose()
         assert b.content == b"ok" and server.connections == 2
@@ -208,7 +212,7 @@ def test_keepalive_expiry_closes_old_idle_connections() -> None:
         async with raw_server(fixed(answer())) as server:
             transport = Http11Transport(keepalive_s=0.05)
             await get(transport, server)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # a lower bound: sleep never wakes early, so it expired
             await get(transport, server)
             await transport.aclose()
         assert server.connections == 2

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 
 import httpx
 import pytest
 
 from gymhub.client.http11 import Http11Transport
 
-from .conftest import run
-from .rawhttp import RawServer, Request, answer, fixed, get, raw_server
+from .conftest import run, until
+from .rawhttp import RawServer, Request, answer, close_writers, fixed, get, raw_server
 
 # ------------------------------------------------------------ malformed replies
 MALFORMED = {
@@ -40,10 +39,8 @@ def test_malformed_replies_fail_fast_with_a_protocol_error(reply: bytes) -> None
         # the server keeps the connection open: only the parser can end the wait
         async with raw_server(fixed(reply)) as server:
             transport = Http11Transport()
-            t0 = time.monotonic()
-            with pytest.raises(httpx.RemoteProtocolError):
-                await get(transport, server, timeout=5)
-            assert time.monotonic() - t0 < 1.0
+            with pytest.raises(httpx.RemoteProtocolError):  # not the deadline's ReadTimeout
+                await get(transport, server, timeout=30)
             await transport.aclose()
 
     run(body)
@@ -98,10 +95,8 @@ def test_bodies_over_the_cap_are_refused_in_every_framing() -> None:
         async with raw_server(handler) as server:
             transport = Http11Transport(max_response_bytes=cap)
             for target in ("/length", "/chunked", "/close"):
-                t0 = time.monotonic()
                 with pytest.raises(httpx.RemoteProtocolError, match="larger than"):
-                    await get(transport, server, target, timeout=5)
-                assert time.monotonic() - t0 < 1.0
+                    await get(transport, server, target, timeout=30)  # not a ReadTimeout
             assert (await get(transport, server, "/fits")).content == b"f" * cap
             await transport.aclose()
 
@@ -111,38 +106,45 @@ def test_bodies_over_the_cap_are_refused_in_every_framing() -> None:
 # ------------------------------------------------------------ timeouts, errors
 def test_a_server_that_never_answers_is_a_read_timeout() -> None:
     async def silent(req: Request, writer: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never answers; closed with the server
         return True
 
     async def body() -> None:
         async with raw_server(silent) as server:
             transport = Http11Transport(timeout=0.2)
-            t0 = time.monotonic()
-            with pytest.raises(httpx.ReadTimeout):
-                await get(transport, server, timeout=None)
-            assert 0.19 < time.monotonic() - t0 < 1.0
-            t0 = time.monotonic()
+            loop = asyncio.get_running_loop()
+            # Lower bounds only (a deadline never fires early); wait_for guards a hang
+            # and would fail with TimeoutError, not ReadTimeout.
+            t0 = loop.time()
+            with pytest.raises(httpx.ReadTimeout):  # the transport's default deadline
+                await asyncio.wait_for(get(transport, server, timeout=None), 30)
+            assert loop.time() - t0 >= 0.19
+            t0 = loop.time()
             with pytest.raises(httpx.ReadTimeout):  # the per-call deadline wins
-                await get(transport, server, timeout=0.1)
-            assert time.monotonic() - t0 < 0.5
+                await asyncio.wait_for(get(transport, server, timeout=0.5), 30)
+            assert loop.time() - t0 >= 0.49
             await transport.aclose()
 
     run(body)
 
 
 def test_waiting_for_a_connection_is_a_pool_timeout() -> None:
+    release = asyncio.Event()
+
     async def slow(req: Request, writer: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(0.5)
+        await asyncio.wait_for(release.wait(), 30)
         writer.write(answer())
         return True
 
     async def body() -> None:
         async with raw_server(slow) as server:
             transport = Http11Transport(max_connections=1)
-            first = asyncio.create_task(get(transport, server))
-            await asyncio.sleep(0.05)
+            first = asyncio.create_task(get(transport, server, timeout=30))
+            # the first request holds the only connection until the test releases it
+            await until(lambda: server.active == 1, what="the first request at the server")
             with pytest.raises(httpx.PoolTimeout):
                 await get(transport, server, timeout=0.1)
+            release.set()
             assert (await first).content == b"ok"
             await transport.aclose()
 
@@ -214,15 +216,22 @@ def test_it_is_an_httpx_transport() -> None:
 
 
 def test_concurrent_requests_never_exceed_the_connection_limit() -> None:
+    all_busy = asyncio.Event()
+    servers: list[RawServer] = []
+
     async def slow(req: Request, writer: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(0.01)
+        if servers[0].active >= 3:  # every allowed connection holds a request
+            all_busy.set()
+        await asyncio.wait_for(all_busy.wait(), 30)  # answers wait until then
         writer.write(answer(req.target.encode()))
         return True
 
     async def body() -> None:
         async with raw_server(slow) as server:
+            servers.append(server)
             transport = Http11Transport(max_connections=3)
-            replies = await asyncio.gather(*(get(transport, server, f"/{i}") for i in range(30)))
+            replies = await asyncio.gather(*(get(transport, server, f"/{i}", timeout=30)
+                                             for i in range(30)))
             await transport.aclose()
         assert [r.content for r in replies] == [f"/{i}".encode() for i in range(30)]
         assert server.connections == 3 and server.peak_active == 3
@@ -233,8 +242,7 @@ def test_concurrent_requests_never_exceed_the_connection_limit() -> None:
 
 
 def test_a_transport_moves_to_a_new_event_loop() -> None:
-    async def slow(req: Request, writer: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(0.02)
+    async def quick(req: Request, writer: asyncio.StreamWriter) -> bool:
         writer.write(answer())
         return True
 
@@ -242,19 +250,17 @@ def test_a_transport_moves_to_a_new_event_loop() -> None:
     ports: list[int] = []
 
     async def body() -> list[bytes]:
-        server = RawServer(slow)
+        server = RawServer(quick)
         listener = await asyncio.start_server(server.serve, "127.0.0.1",
                                               ports[0] if ports else 0)
         server.port = listener.sockets[0].getsockname()[1]
         ports.append(server.port)
-        try:  # two at once: the second waits on the connection limit
+        try:  # two at once (started in one turn): the second waits on the connection limit
             replies = await asyncio.gather(get(transport, server), get(transport, server))
             await transport.aclose()
         finally:
             listener.close()
-            for w in server.writers:
-                w.close()
-            await asyncio.sleep(0.01)
+            await close_writers(server.writers)
         return [r.content for r in replies]
 
     # like a learner running each rollout in its own asyncio.run: the waiters of the

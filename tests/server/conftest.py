@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -99,11 +99,42 @@ class SlowEnv(EchoEnv):
         super().close()
 
 
+class GatedEnv(EchoEnv):
+    """Echo whose steps block until the test opens the gate; records entries and closes.
+
+    ``entered`` is set when a step is running (and holding its worker); the step then
+    waits for ``release``. A test that needs a stuck step opens the gate when it has
+    seen what it expects, instead of guessing how long a sleep outlives a deadline.
+    """
+
+    entered: ClassVar[threading.Event] = threading.Event()
+    release: ClassVar[threading.Event] = threading.Event()
+    closed: ClassVar[list[int]] = []
+
+    @classmethod
+    def reset_gate(cls) -> None:
+        """Close the gate and forget earlier entries and closes (call before each test)."""
+        cls.entered.clear()
+        cls.release.clear()
+        cls.closed.clear()
+
+    def _step(self, action: Message) -> StepResult:
+        GatedEnv.entered.set()
+        if not GatedEnv.release.wait(30):  # a bound against a hang, not a timing window
+            raise RuntimeError("the test never opened the gate")
+        return super()._step(action)
+
+    def close(self) -> None:
+        GatedEnv.closed.append(id(self))
+        super().close()
+
+
 def local_registry() -> Registry:
     reg = Registry()
     reg.register("echo-v0", "gymhub.envs.echo:EchoEnv", max_turns=4, description="echo",
                  verifier="exact_match")
     reg.register("slow-v0", SlowEnv, max_turns=4, description="slow echo")
+    reg.register("gated-v0", GatedEnv, max_turns=4, description="echo gated by the test")
     return reg
 
 
@@ -172,16 +203,18 @@ class ServerProcess:
                 lines.append(line.rstrip("\n"))
 
         threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout  # a bound against a hang
         while time.monotonic() < deadline:
+            # The banner's first line says how many environment lines follow it.
             if lines and " at http://" in lines[0]:
-                self.url = lines[0].split(" at ", 1)[1].split()[0]
-                time.sleep(0.05)
-                self.banner = list(lines)
-                return self
+                wanted = 1 + int(lines[0].split("serving ", 1)[1].split()[0])
+                if len(lines) >= wanted:
+                    self.url = lines[0].split(" at ", 1)[1].split()[0]
+                    self.banner = list(lines)
+                    return self
             if self.proc.poll() is not None:
                 break
-            time.sleep(0.02)
+            time.sleep(0.02)  # polling the reader thread's lines, not ordering anything
         self.kill()
         self._stderr.seek(0)
         err = self._stderr.read()

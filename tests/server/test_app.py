@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from gymhub.envs import Registry, registry
+from gymhub.envs import registry
+from gymhub.envs.echo import EchoEnv
 from gymhub.errors import (
     AtCapacity,
     DeadlineExceeded,
@@ -21,7 +22,7 @@ from gymhub.errors import (
 )
 from gymhub.types import Message, Score, ToolCall
 
-from .conftest import SlowEnv, registered_params, run, served, until
+from .conftest import GatedEnv, local_registry, registered_params, run, served, until
 
 
 def submit(word: str) -> dict[str, Any]:
@@ -177,34 +178,46 @@ def test_capacity_429_with_retry_after() -> None:
 
 def test_deadline_504_closes_the_episode() -> None:
     async def body() -> None:
-        SlowEnv.closed.clear()
-        async with served(["slow-v0"], step_timeout_s=0.2,
-                          env_kwargs={"slow-v0": {"delay": 0.6}}) as (app, client, raw):
+        GatedEnv.reset_gate()
+        # The gated step is stuck until the gate opens, so it overruns any deadline; the
+        # deadline is only generous enough for the quick creation.
+        async with served(["gated-v0"], step_timeout_s=1.0) as (app, client, raw):
             manager = app.state.manager
-            ep = await client.open("slow-v0", seed=0)
-            with pytest.raises(DeadlineExceeded):
-                await client.step(ep.id, TEXT, 1)
-            assert not SlowEnv.closed  # answered while the step was still stuck
-            assert manager.live == 0
-            with pytest.raises(EpisodeNotFound, match="deadline"):
-                await client.step(ep.id, TEXT, 1)
+            ep = await client.open("gated-v0", seed=0)
+            try:
+                with pytest.raises(DeadlineExceeded):
+                    await client.step(ep.id, TEXT, 1)
+                assert not GatedEnv.closed  # answered while the step was still stuck
+                assert manager.live == 0
+                with pytest.raises(EpisodeNotFound, match="deadline"):
+                    await client.step(ep.id, TEXT, 1)
+            finally:
+                GatedEnv.release.set()
             # the stuck step returns, then its env is closed
-            await until(lambda: len(SlowEnv.closed) == 1, what="the stuck env's close")
+            await until(lambda: len(GatedEnv.closed) == 1, what="the stuck env's close")
             assert 'reason="deadline"' in (await raw.get("/metrics")).text
 
     run(body)
 
 
 def test_idle_episodes_are_reaped() -> None:
+    reg = local_registry()
+    reg.register("long-echo-v0", EchoEnv, max_turns=100_000, description="echo, no turn cap")
+
     async def body() -> None:
-        async with served(ttl_s=0.2) as (app, client, _raw):
-            ep = await client.open("echo-v0")
-            busy = await client.open("echo-v0")
-            for _ in range(4):
-                await asyncio.sleep(0.1)
-                await busy.step(TEXT)  # keeps this one alive (4 turns: the last truncates)
+        async with served(["long-echo-v0"], registry=reg, ttl_s=1.0) as (app, client, _raw):
+            manager = app.state.manager
+            ep = await client.open("long-echo-v0")
+            busy = await client.open("long-echo-v0")
+            deadline = time.monotonic() + 30  # a bound against a hang, not a window
+            while ep.id in manager.episodes:  # wait for the reaper; `busy` keeps stepping
+                assert time.monotonic() < deadline, "the idle episode was never reaped"
+                await busy.step(TEXT)  # keeps this one alive
+                await asyncio.sleep(0.01)  # pacing the steps, far inside the ttl
             with pytest.raises(EpisodeNotFound, match="reaped"):
                 await ep.step(TEXT)
+            assert busy.id in manager.episodes  # active within its ttl: never reaped
+            await busy.close()
             assert app.state.manager.live == 0
 
     run(body)
@@ -297,25 +310,25 @@ def test_verify_and_cases() -> None:
 
 def test_graceful_drain_closes_every_episode() -> None:
     async def body() -> None:
-        SlowEnv.closed.clear()
-        reg = Registry()
-        reg.register("slow-v0", SlowEnv, max_turns=4)
-        async with served(["slow-v0"], registry=reg,
-                          env_kwargs={"slow-v0": {"delay": 0.3}}) as (app, client, _raw):
+        GatedEnv.reset_gate()
+        async with served(["gated-v0"]) as (app, client, _raw):
             manager = app.state.manager
-            eps = [await client.open("slow-v0") for _ in range(3)]
+            eps = [await client.open("gated-v0") for _ in range(3)]
             inflight = asyncio.create_task(client.step(eps[0].id, TEXT, 1))
-            await asyncio.sleep(0.05)
-            drain = asyncio.create_task(manager.drain(5))
-            await asyncio.sleep(0.01)
-            with pytest.raises(ServerDraining):
-                await client.open("slow-v0", busy_retry=False)
+            try:
+                assert await asyncio.to_thread(GatedEnv.entered.wait, 30)  # step running
+                drain = asyncio.create_task(manager.drain(30))
+                await until(lambda: manager.draining, what="the drain to start")
+                with pytest.raises(ServerDraining):
+                    await client.open("gated-v0", busy_retry=False)
+            finally:
+                GatedEnv.release.set()
             result = await inflight  # the in-flight step finished
             assert result.info["turn"] == 1
             await drain
             assert manager.live == 0 and not manager.episodes
         # three episodes, the probe and nothing else: every environment was closed
-        assert len(SlowEnv.closed) >= 4
+        assert len(GatedEnv.closed) >= 4
 
     run(body)
 

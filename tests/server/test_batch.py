@@ -21,7 +21,7 @@ from gymhub.errors import (
 from gymhub.server.wire_models import MAX_BATCH_OPS
 from gymhub.types import Message, ToolCall
 
-from .conftest import SlowEnv, run, served
+from .conftest import GatedEnv, run, served, until
 
 LOOK = Message(role="assistant", content="",
                tool_calls=(ToolCall("l", "look", {}),)).to_dict()
@@ -122,31 +122,33 @@ def test_a_batch_needs_the_token_and_fits_the_body_limit() -> None:
 
 def test_a_stuck_step_times_out_alone() -> None:
     async def body() -> None:
-        SlowEnv.closed.clear()
-        async with served(["slow-v0", "echo-v0"], step_timeout_s=0.3,
-                          env_kwargs={"slow-v0": {"delay": 0.8}}) as (_app, _client, raw):
-            slow, fast = await batch(raw, {"op": "create", "env": "slow-v0", "seed": 0},
-                                     {"op": "create", "env": "echo-v0", "seed": 0})
-            stuck, ok = await batch(
-                raw, {"op": "step", "episode_id": slow["body"]["episode_id"], "seq": 1,
-                      "action": TEXT},
-                {"op": "step", "episode_id": fast["body"]["episode_id"], "seq": 1,
-                 "action": LOOK})
-            assert stuck["status"] == 504
-            assert stuck["body"]["error"]["code"] == "deadline_exceeded"
-            assert ok["status"] == 200 and not ok["body"]["terminated"]
-            for _ in range(100):  # the stuck step returns, then its environment is closed
-                if SlowEnv.closed:
-                    break
-                await asyncio.sleep(0.02)
-            assert len(SlowEnv.closed) == 1
+        GatedEnv.reset_gate()
+        # The gated step is stuck until the gate opens, so it overruns any deadline; the
+        # deadline is only generous enough for the quick creations and the echo step.
+        async with served(["gated-v0", "echo-v0"], step_timeout_s=1.0) as (_app, _client, raw):
+            try:
+                slow, fast = await batch(raw, {"op": "create", "env": "gated-v0", "seed": 0},
+                                         {"op": "create", "env": "echo-v0", "seed": 0})
+                stuck, ok = await batch(
+                    raw, {"op": "step", "episode_id": slow["body"]["episode_id"], "seq": 1,
+                          "action": TEXT},
+                    {"op": "step", "episode_id": fast["body"]["episode_id"], "seq": 1,
+                     "action": LOOK})
+                assert stuck["status"] == 504
+                assert stuck["body"]["error"]["code"] == "deadline_exceeded"
+                assert ok["status"] == 200 and not ok["body"]["terminated"]
+                assert not GatedEnv.closed  # answered while the step was still stuck
+            finally:
+                GatedEnv.release.set()
+            # the stuck step returns, then its environment is closed
+            await until(lambda: len(GatedEnv.closed) == 1, what="the stuck env's close")
 
     run(body)
 
 
 def test_concurrent_episodes_share_requests_and_keep_their_results() -> None:
     async def body() -> None:
-        async with served(max_episodes=300) as (app, client, _raw):
+        async with served(max_episodes=300) as (app, client, raw):
             async def one(k: int) -> float:
                 ep = await client.open("echo-v0", seed=k)
                 word = ep.observation[-1].content
@@ -158,7 +160,9 @@ def test_concurrent_episodes_share_requests_and_keep_their_results() -> None:
 
             scores = await asyncio.gather(*(one(k) for k in range(200)))
             assert scores == [1.0] * 200
-            counted = app.state.manager.metrics.batch_ops._value.get()
+            text = (await raw.get("/metrics")).text
+            counted = float(next(line.split()[1] for line in text.splitlines()
+                                 if line.startswith("gymhub_batch_ops_total ")))
             assert counted >= 0.9 * 200 * 5  # nearly every operation travelled batched
             assert app.state.manager.live == 0
 
@@ -265,24 +269,26 @@ def test_a_batch_refused_whole_is_resent_op_by_op() -> None:
 
 
 def test_each_operation_keeps_its_own_deadline_in_a_slow_batch() -> None:
+    release = asyncio.Event()
+
     async def handler(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(0.5)
+        await asyncio.wait_for(release.wait(), 30)  # answers only when the test says so
         ops = json.loads(request.content)["ops"]
         return httpx.Response(200, json={"results": [{"status": 200, "body": STEP_OK}] * len(ops)})
 
     async def body() -> None:
         async with AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
-                                  timeout=5, retries=0) as client:
+                                  timeout=30, retries=0) as client:
             short = AsyncEnvClient("http://x", transport=httpx.MockTransport(handler),
                                    timeout=0.1, retries=0)
             short._batcher = client._batcher  # one batch, two deadlines
-            t0 = asyncio.get_running_loop().time()
-            slow, fast = await asyncio.gather(client.step("a", TEXT, 1),
-                                              short.step("b", TEXT, 1),
-                                              return_exceptions=True)
-            assert not isinstance(slow, Exception)
-            assert isinstance(fast, RequestTimeout | ServerUnreachable)
-            assert asyncio.get_running_loop().time() - t0 >= 0.5  # the long one waited
+            slow = asyncio.ensure_future(client.step("a", TEXT, 1))
+            fast = asyncio.ensure_future(short.step("b", TEXT, 1))
+            with pytest.raises((RequestTimeout, ServerUnreachable)):
+                await fast  # its deadline passed while the batch was still unanswered
+            assert not slow.done()  # the long one keeps waiting for the same batch
+            release.set()
+            assert not isinstance(await slow, Exception)
             await short.aclose()
 
     run(body)

@@ -35,8 +35,10 @@ def test_banner_and_graceful_sigterm(server_factory: Any) -> None:
         created = http.post("/v1/episodes", json={"env": "echo-v0"}).json()
         assert created["episode_id"]
         results: list[int] = []
+        hammering = threading.Event()
 
         def hammer() -> None:  # steps racing the shutdown get an answer or a clean refusal
+            hammering.set()
             for seq in range(1, 4):
                 try:
                     r = http.post(f"/v1/episodes/{created['episode_id']}/step",
@@ -47,7 +49,7 @@ def test_banner_and_graceful_sigterm(server_factory: Any) -> None:
 
         t = threading.Thread(target=hammer)
         t.start()
-        time.sleep(0.01)
+        assert hammering.wait(10)  # the race is on (its outcome is not fixed)
         # uvicorn re-raises the signal after its graceful shutdown, as process managers expect
         assert server.stop(signal.SIGTERM, timeout=10) in (0, -signal.SIGTERM)
         t.join(5)
@@ -65,7 +67,6 @@ def test_module_entry_point_help() -> None:
 def test_serve_passes_env_args_to_the_constructor():
     import subprocess
     import sys
-    import time
 
     from gymhub.client import EnvClient
 

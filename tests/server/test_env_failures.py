@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any, ClassVar
 
 import httpx
@@ -29,16 +28,18 @@ from gymhub.server.error_replies import internal_error
 from gymhub.server.workers import Workers
 from gymhub.types import Message, StepResult
 
-from .conftest import run, served
+from .conftest import run, served, until
 
 TEXT = {"role": "assistant", "content": "thinking"}
 
 
 class SlowGold(EchoEnv):
-    """Echo whose gold action outlives any test deadline."""
+    """Echo whose gold action outlives any test deadline: it waits for the test."""
+
+    release: ClassVar[threading.Event] = threading.Event()
 
     def gold_action(self) -> Message:
-        time.sleep(0.4)
+        SlowGold.release.wait(30)  # a bound against a hang
         message: Message = super().gold_action()
         return message
 
@@ -86,14 +87,20 @@ def _registry() -> Registry:
 
 def test_gold_past_the_deadline_closes_the_episode() -> None:
     async def body() -> None:
+        SlowGold.release.clear()
+        # The gold action is stuck until released, so it overruns any deadline; the
+        # deadline is only generous enough for the quick creation.
         async with served(["slow-gold-v0"], registry=_registry(),
-                          step_timeout_s=0.1) as (app, client, _raw):
+                          step_timeout_s=1.0) as (app, client, _raw):
             ep = await client.open("slow-gold-v0", seed=0)
-            with pytest.raises(DeadlineExceeded):
-                await ep.gold_action()
-            assert app.state.manager.live == 0  # the capacity slot is free at once
-            with pytest.raises(EpisodeNotFound, match="gold action ran past"):
-                await client.step(ep.id, TEXT, 1)  # 404, not a 409 on a kept episode
+            try:
+                with pytest.raises(DeadlineExceeded):
+                    await ep.gold_action()
+                assert app.state.manager.live == 0  # the capacity slot is free at once
+                with pytest.raises(EpisodeNotFound, match="gold action ran past"):
+                    await client.step(ep.id, TEXT, 1)  # 404, not a 409 on a kept episode
+            finally:
+                SlowGold.release.set()
 
     run(body)
 
@@ -144,10 +151,7 @@ def test_creation_cancelled_mid_reset_closes_the_env_it_built() -> None:
                 await task
             assert manager.live == 0 and not manager.episodes
             BlockingReset.release.set()  # the reset returns: its env is closed, not leaked
-            for _ in range(100):
-                if BlockingReset.closed:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: len(BlockingReset.closed) >= 1, what="the built env's close")
             assert len(BlockingReset.closed) == 1
 
     run(body)
@@ -155,11 +159,17 @@ def test_creation_cancelled_mid_reset_closes_the_env_it_built() -> None:
 
 def test_work_cancelled_by_shutdown_is_a_typed_503_not_a_cancelled_request() -> None:
     async def body() -> None:
-        pool = Workers(1, timeout_s=5)
+        pool = Workers(1, timeout_s=30)
+        running = threading.Event()
         gate = threading.Event()
-        busy = asyncio.create_task(pool.run(lambda: gate.wait(5)))
+
+        def blocked() -> bool:
+            running.set()
+            return gate.wait(30)
+
+        busy = asyncio.create_task(pool.run(blocked))
         queued = asyncio.create_task(pool.run(lambda: "never runs"))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(running.wait, 30)  # the second call is queued
         pool.shutdown()  # cancels the queued call
         gate.set()
         assert await busy is True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -13,7 +12,7 @@ from gymhub.envs.echo import EchoEnv
 from gymhub.errors import ConfigError
 from gymhub.server.instance_pool import InstancePool
 
-from .conftest import run, served
+from .conftest import run, served, until
 
 SUBMIT = {"role": "assistant", "content": "", "tool_calls": [
     {"id": "c1", "name": "submit", "arguments": {"answer": "x"}}]}
@@ -61,10 +60,9 @@ def test_the_reaper_trims_idle_envs_and_they_are_closed() -> None:
                 await ep.step(SUBMIT)
             assert manager.instance_pool.count("echo-v0") == 6
             before = Closes.closed
-            for _ in range(40):  # the reaper runs every ttl/4
-                await asyncio.sleep(0.05)
-                if manager.instance_pool.count("echo-v0") == 1 and Closes.closed - before == 5:
-                    break
+            await until(lambda: (manager.instance_pool.count("echo-v0") == 1
+                                  and Closes.closed - before == 5),
+                        what="the reaper (it runs every ttl/4) to trim and close")
             assert manager.instance_pool.count("echo-v0") == 1
             assert Closes.closed - before == 5  # closed, not just forgotten
 
@@ -112,10 +110,7 @@ def test_an_episode_closed_early_ends_its_env_and_the_instance_is_reused() -> No
             ep = await client.open("closes-v0", seed=0)
             first = manager.episodes[ep.id].env
             await ep.close()  # mid-episode: its resources must go now, not at reuse
-            for _ in range(100):
-                if len(manager.instance_pool) == 1:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: len(manager.instance_pool) == 1, what="the instance back")
             assert first.done and Closes.closed == 0  # ended, not closed: close() is final
             again = await client.open("closes-v0", seed=1)
             assert manager.episodes[again.id].env is first  # reset, not rebuilt

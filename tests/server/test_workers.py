@@ -73,18 +73,26 @@ def test_deadline_answers_at_once_and_closes_after_the_call_returns() -> None:
 
 def test_a_cancelled_caller_never_starts_a_queued_call_and_closes_what_it_owned() -> None:
     async def body() -> None:
-        pool = Workers(1, timeout_s=5)
+        pool = Workers(1, timeout_s=30)
         started: list[str] = []
+        running = threading.Event()
         gate = threading.Event()
-        busy = asyncio.ensure_future(pool.run(lambda: (started.append("a"), gate.wait(2))))
+
+        def first() -> bool:
+            started.append("a")
+            running.set()
+            return gate.wait(30)
+
+        busy = asyncio.ensure_future(pool.run(first))
         box = Box()
         queued = asyncio.ensure_future(pool.run(lambda: started.append("b"), on_cancel=box))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(running.wait, 30)  # the only thread is taken
         queued.cancel()
-        await asyncio.sleep(0.01)
+        with pytest.raises(asyncio.CancelledError):
+            await queued
         assert box.closed_at is None  # closed in the pool, which is still busy
         gate.set()
-        await busy
+        assert await busy is True
         await pool.run(lambda: None)  # the queue has moved past the dropped call
         assert started == ["a"]
         assert box.closed_at is not None  # never started, so closed without waiting on it
@@ -95,20 +103,23 @@ def test_a_cancelled_caller_never_starts_a_queued_call_and_closes_what_it_owned(
 
 def test_a_cancelled_caller_of_a_running_call_closes_its_thing_when_the_call_ends() -> None:
     async def body() -> None:
-        pool = Workers(1, timeout_s=5)
+        pool = Workers(1, timeout_s=30)
+        running = threading.Event()
         gate = threading.Event()
         box = Box()
-        call = asyncio.ensure_future(pool.run(lambda: gate.wait(2), on_cancel=box))
-        await asyncio.sleep(0.05)  # now running
+
+        def blocked() -> bool:
+            running.set()
+            return gate.wait(30)
+
+        call = asyncio.ensure_future(pool.run(blocked, on_cancel=box))
+        assert await asyncio.to_thread(running.wait, 30)  # now running
         call.cancel()
-        await asyncio.sleep(0.05)
+        with pytest.raises(asyncio.CancelledError):
+            await call
         assert box.closed_at is None  # closing under a running call is not safe
         gate.set()
-        for _ in range(100):
-            if box.closed_at is not None:
-                break
-            await asyncio.sleep(0.01)
-        assert box.closed_at is not None
+        await until(lambda: box.closed_at is not None, what="the close after the call ended")
         pool.shutdown()
 
     run(body)
@@ -116,11 +127,17 @@ def test_a_cancelled_caller_of_a_running_call_closes_its_thing_when_the_call_end
 
 def test_shutdown_answers_queued_calls_with_a_retryable_503() -> None:
     async def body() -> None:
-        pool = Workers(1, timeout_s=5)
+        pool = Workers(1, timeout_s=30)
+        running = threading.Event()
         gate = threading.Event()
-        first = asyncio.ensure_future(pool.run(lambda: gate.wait(2)))
+
+        def blocked() -> bool:
+            running.set()
+            return gate.wait(30)
+
+        first = asyncio.ensure_future(pool.run(blocked))
         queued = asyncio.ensure_future(pool.run(lambda: "never"))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(running.wait, 30)  # the second call is queued
         pool.shutdown()
         with pytest.raises(ServerDraining):
             await queued
@@ -144,10 +161,7 @@ def test_detach_reports_back_on_the_loop() -> None:
 
         pool.detach(lambda: None, then=lambda: note("then"), otherwise=lambda: note("no"))
         pool.detach(fail, then=lambda: note("then2"), otherwise=lambda: note("otherwise"))
-        for _ in range(100):
-            if len(seen) == 2:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: len(seen) == 2, what="both reports")
         assert sorted(seen) == [("otherwise", True), ("then", True)]
         pool.shutdown()
 
@@ -155,17 +169,24 @@ def test_detach_reports_back_on_the_loop() -> None:
 
 
 def test_close_all_does_not_wait_forever_for_a_stuck_close() -> None:
+    release = threading.Event()
+
     class Stuck:
         def close(self) -> None:
-            time.sleep(1.0)
+            release.wait(30)  # stuck until the test lets it go
 
     async def body() -> None:
         pool = Workers(2, timeout_s=5)
         pool.start()
         boxes = [Box() for _ in range(5)]
-        t0 = time.monotonic()
-        left = await pool.close_all([Stuck(), *boxes], timeout_s=0.3)
-        assert left == 1 and time.monotonic() - t0 < 0.8
+        try:
+            # The timeout is the input under test: the stuck close cannot finish before
+            # close_all gives up on it, so the count does not depend on timing; the
+            # five quick closes only need the other thread for well under a second.
+            left = await pool.close_all([Stuck(), *boxes], timeout_s=1.0)
+        finally:
+            release.set()
+        assert left == 1
         assert all(b.closed_at is not None for b in boxes)
         pool.shutdown()
 
