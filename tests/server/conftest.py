@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -25,13 +26,17 @@ from gymhub.server.app import create_app
 from gymhub.types import Message, StepResult
 
 
+@functools.cache
 def constructible_env_ids() -> list[str]:
-    """Every registered id whose environment can be built here.
+    """Every id a fresh server process registers (tests add ids only in this process).
 
     Built-in environments written in parallel may still miss a module; those are
     skipped (ImportError only), every other failure is a test failure.
     """
-    return [i for i in registry.ids() if _import_problem(i) is None]
+    code = "from gymhub.envs import registry; print(' '.join(registry.ids()))"
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.split()
+    return [i for i in fresh if _import_problem(i) is None]
 
 
 def _import_problem(env_id: str) -> str | None:
@@ -215,9 +220,8 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)  # polling the reader thread's lines, not ordering anything
+        err = self.stderr()
         self.kill()
-        self._stderr.seek(0)
-        err = self._stderr.read()
         raise RuntimeError(f"server did not start: {lines} {err}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
