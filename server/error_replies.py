@@ -2,9 +2,9 @@
 
 The exceptions themselves live in :mod:`gymhub.errors`, below both sides of the wire;
 which HTTP status carries which code is decided here, on the server only. Every
-request path (the fast routes, the batch endpoint, which answers each operation as its
-own request would be answered, and the FastAPI handlers) goes through
-:func:`error_reply`, so they never disagree on a status, a code or a ``Retry-After``.
+failure goes through :func:`error_reply` (the FastAPI handlers, the request guard, and
+each operation of a batch, answered as its own request would be), so they never
+disagree on a status, a code or a ``Retry-After``.
 """
 
 from __future__ import annotations
