@@ -241,29 +241,8 @@ def _same_target(known: EnvSpec, new: EnvSpec) -> bool:
 registry = Registry(discover=True)
 
 
-def register(
-    id_or_spec: str | EnvSpec,
-    entry_point: EntryPoint | None = None,
-    *,
-    kwargs: Mapping[str, Any] | None = None,
-    max_turns: int | None = None,
-    description: str = "",
-    verifier: str = "",
-    tags: Sequence[str] = (),
-    override: bool = False,
-) -> EnvSpec:
-    """Register an environment on the default registry.
-
-    ``register("guess-v0", Guess)`` or ``register("guess-v0", "my_pkg.env:Guess",
-    max_turns=5)``; the arguments are those of :meth:`Registry.register`.
-
-    Raises:
-        ConfigError: an invalid id or entry point.
-        DuplicateEnv: the id is taken and ``override`` is false.
-    """
-    return registry.register(id_or_spec, entry_point, kwargs=kwargs, max_turns=max_turns,
-                             description=description, verifier=verifier, tags=tags,
-                             override=override)
+#: ``register("guess-v0", Guess)`` on the default registry (see :meth:`Registry.register`).
+register = registry.register
 
 
 def make(env_id: str, **kwargs: Any) -> TextEnv:

@@ -7,7 +7,7 @@ stays light.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from gymhub.errors import (
@@ -19,11 +19,10 @@ from gymhub.errors import (
 )
 from gymhub.types import Message, Score, StepResult, ToolCall, ToolSpec
 
-if TYPE_CHECKING:  # the wrappers below import these lazily, so `import gymhub` stays light
+if TYPE_CHECKING:  # loaded on first use (module __getattr__), so `import gymhub` stays light
     from gymnasium import Env
 
-    from gymhub.envs import CheckReport, EnvSpec, TextEnv
-    from gymhub.envs.registration import EntryPoint
+    from gymhub.envs import check_env, register
 
 __version__ = "0.1.0"
 
@@ -63,34 +62,8 @@ def make(env_id: str, **kwargs: Any) -> Env[list[Message], Message]:
     return _make(env_id, **kwargs)
 
 
-def register(
-    id_or_spec: str | EnvSpec,
-    entry_point: EntryPoint | None = None,
-    *,
-    kwargs: Mapping[str, Any] | None = None,
-    max_turns: int | None = None,
-    description: str = "",
-    verifier: str = "",
-    tags: Sequence[str] = (),
-    override: bool = False,
-) -> EnvSpec:
-    """Register an environment on the default registry (see :func:`gymhub.envs.register`)."""
-    from gymhub.envs import register as _register
-
-    return _register(id_or_spec, entry_point, kwargs=kwargs, max_turns=max_turns,
-                     description=description, verifier=verifier, tags=tags, override=override)
-
-
-def check_env(
-    env: TextEnv,
-    *,
-    gold_tasks: int | None = 25,
-    seeds: Sequence[int] = (0, 1, 2),
-    verifier_tasks: int = 5,
-    raise_on_failure: bool = True,
-) -> CheckReport:
-    """Run the environment checker (see :func:`gymhub.envs.check_env`)."""
-    from gymhub.envs import check_env as _check
-
-    return _check(env, gold_tasks=gold_tasks, seeds=seeds, verifier_tasks=verifier_tasks,
-                  raise_on_failure=raise_on_failure)
+def __getattr__(name: str) -> Any:
+    """``gymhub.register`` and ``gymhub.check_env`` are gymhub.envs' own, loaded on first use."""
+    if name in ("register", "check_env"):
+        return getattr(importlib.import_module("gymhub.envs"), name)
+    raise AttributeError(f"module 'gymhub' has no attribute {name!r}")
