@@ -191,12 +191,32 @@ class Registry:
             if ep.name in self._specs:
                 continue
             try:
-                self.register(EnvSpec(id=ep.name, entry_point=ep.value))
+                self.add_entry_point(ep.name, ep.value)
             except ConfigError:
                 continue  # a broken third-party entry point must not break the registry
-            self._discovered.add(ep.name)
             added.append(ep.name)
         return added
+
+    def add_entry_point(self, env_id: str, value: str, *, override: bool = False) -> EnvSpec:
+        """Register an id that a package advertises in the ``gymhub.envs`` group.
+
+        Installed packages come through :meth:`discover`; a package directory that is
+        not installed yet (``gymhub env check DIR``) comes through here with the entry
+        points of its ``pyproject.toml``. Either way the module may also ``register`` the
+        same class under the same id when it is imported, and that is not a clash.
+
+        Args:
+            env_id: the entry point's name, ``[namespace/]name-vN``.
+            value: the entry point's value, ``"package.module:Class"``.
+            override: replace a spec already registered under the id.
+
+        Raises:
+            ConfigError: an invalid id or entry point.
+            DuplicateEnv: the id is taken and ``override`` is false.
+        """
+        spec = self.register(EnvSpec(id=env_id, entry_point=value), override=override)
+        self._discovered.add(env_id)
+        return spec
 
     def _maybe_discover(self) -> None:
         if self._discover:

@@ -79,10 +79,27 @@ def _ids_registered_by(path: str) -> list[str]:
     return added
 
 
-def _cmd_env_check(args: argparse.Namespace) -> int:
+def _ids_to_check(target: str) -> list[str]:
+    """The environment ids ``gymhub env check TARGET`` means.
+
+    A ``.py`` file registers its own; a package directory (``gymhub env init`` makes
+    one) advertises them as ``gymhub.envs`` entry points in its ``pyproject.toml``; any
+    other argument is an id. An argument is a directory when one exists by that name or
+    when it is spelled as a path (``./x``, ``/x``), so a mistyped path fails as a path.
+    """
+    if target.endswith(".py"):
+        return _ids_registered_by(target)
+    if os.path.isdir(target) or target.startswith((".", "/", "~")):
+        from gymhub.hub.project import load_package, read_package
+
+        return load_package(read_package(os.path.expanduser(target)))
+    return [target]
+
+
+def _check_ids(ids: Sequence[str], args: argparse.Namespace) -> bool:
+    """Run check_env on each id and print its report; True when all pass."""
     from gymhub.envs import check_env
 
-    ids = _ids_registered_by(args.env) if args.env.endswith(".py") else [args.env]
     limit = None if args.gold_tasks == "all" else int(args.gold_tasks)
     ok = True
     for env_id in ids:
@@ -91,7 +108,35 @@ def _cmd_env_check(args: argparse.Namespace) -> int:
             print(f"== {env_id}")
         print(json.dumps(report.to_dict()) if args.json else report.summary())
         ok = ok and report.ok
-    return 0 if ok else 1
+    return ok
+
+
+def _cmd_env_check(args: argparse.Namespace) -> int:
+    return 0 if _check_ids(_ids_to_check(args.env), args) else 1
+
+
+def _cmd_env_init(args: argparse.Namespace) -> int:
+    from gymhub.hub.scaffold import distribution_name, env_id, init_env, resolve_owner
+
+    owner = resolve_owner(args.owner)
+    path = init_env(args.name, owner=owner, parent=args.dir)
+    print(f"created {path}: environment {env_id(owner, args.name)}, "
+          f"distribution {distribution_name(owner, args.name)}")
+    print(f"next: gymhub env check {path} && gymhub env build {path}")
+    return 0
+
+
+def _cmd_env_build(args: argparse.Namespace) -> int:
+    from gymhub.hub.build import build_wheel
+    from gymhub.hub.project import load_package, read_package
+
+    package = read_package(os.path.expanduser(args.path))
+    if not args.no_check and not _check_ids(load_package(package), args):
+        print("gymhub: error: the check failed, so nothing was built (--no-check builds "
+              "anyway)", file=sys.stderr)
+        return 1
+    print(build_wheel(package.root))
+    return 0
 
 
 def _cmd_eval_model(args: argparse.Namespace) -> int:
@@ -231,6 +276,12 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_check_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gold-tasks", default="25", help="tasks the gold policy must solve, or 'all'")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gymhub", description=__doc__.splitlines()[0] if __doc__ else ""
@@ -246,13 +297,28 @@ def _build_parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="work with one environment")
     env_sub = env.add_subparsers(dest="env_command", required=True)
     chk = env_sub.add_parser("check", help="run check_env on an environment")
-    chk.add_argument("env", help="an environment id, or a .py file whose register() calls to check")
     chk.add_argument(
-        "--gold-tasks", default="25", help="tasks the gold policy must solve, or 'all'"
+        "env",
+        help="an environment id, a .py file whose register() calls to check, or a package "
+        "directory whose pyproject.toml names its environments",
     )
-    chk.add_argument("--json", action="store_true")
-    chk.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    _add_check_options(chk)
     chk.set_defaults(fn=_cmd_env_check)
+
+    init = env_sub.add_parser("init", help="create an environment package that passes the check")
+    init.add_argument("name", help="the environment's name: lowercase letters, digits, hyphens")
+    init.add_argument("--owner", default=None,
+                      help="the owner (namespace) on the hub; default: the hub token's owner")
+    init.add_argument("--dir", default=".", help="create NAME/ in this directory (default: .)")
+    init.set_defaults(fn=_cmd_env_init)
+
+    build = env_sub.add_parser(
+        "build", help="check a package directory, then build its wheel into PATH/dist/"
+    )
+    build.add_argument("path", help="the package directory (with pyproject.toml)")
+    build.add_argument("--no-check", action="store_true", help="build without running the check")
+    _add_check_options(build)
+    build.set_defaults(fn=_cmd_env_build)
 
     ev = sub.add_parser("eval", help="score a policy on an environment's tasks")
     ev.add_argument("env")

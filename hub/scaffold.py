@@ -1,0 +1,215 @@
+"""``gymhub env init``: a new environment package that passes the gate out of the box.
+
+The scaffold is a working environment, not a skeleton of TODOs: a new author's first
+``gymhub env check`` and ``gymhub env build`` should pass, so that every later failure
+is about a change they made. The files come from ``templates/env/`` (package data), with
+``{{PLACEHOLDER}}`` markers filled in; a plain marker rather than ``str.format`` or
+``string.Template`` because the templates are Python, TOML and Markdown, where braces and
+dollar signs are ordinary text.
+
+Naming: an environment ``NAME`` of owner ``OWNER`` has the id ``OWNER/NAME-v0``
+(Gymnasium's namespace form), the distribution ``gymhub-env-OWNER-NAME`` and the import
+package ``gymhub_env_OWNER_NAME``. Both names carry the owner, so ``alice/wordle`` and
+``bob/wordle`` install side by side, and the ``gymhub-env-`` prefix keeps them apart from
+every bare name on PyPI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from importlib import metadata, resources
+from pathlib import Path
+
+from gymhub.errors import ConfigError
+
+__all__ = [
+    "TOKEN_ENV",
+    "check_name",
+    "distribution_name",
+    "env_id",
+    "init_env",
+    "module_name",
+    "owner_from_token",
+    "resolve_owner",
+]
+
+#: The environment variable holding the hub token (the owner defaults to the token's).
+TOKEN_ENV = "GYMHUB_HUB_TOKEN"
+
+#: Longest owner or environment name.
+MAX_NAME_LEN = 40
+
+_NAME_RE = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+
+#: (template resource under templates/env, path in the new package; MODULE is replaced).
+_FILES = (
+    ("pyproject.toml.tmpl", "pyproject.toml"),
+    ("README.md.tmpl", "README.md"),
+    ("gitignore.tmpl", ".gitignore"),
+    ("module/__init__.py.tmpl", "MODULE/__init__.py"),
+    ("module/env.py.tmpl", "MODULE/env.py"),
+    ("module/tasks.jsonl", "MODULE/tasks.jsonl"),
+)
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """Validate an owner or environment name, or say exactly what is wrong with it.
+
+    The rule is deliberately narrow (lowercase ASCII letters, digits and single inner
+    hyphens, starting with a letter, at most 40 characters): such a name is the same
+    after every normalisation that pip, PEP 503 and file systems apply, so it can be a
+    directory, part of a distribution name and, with ``-`` as ``_``, part of a module
+    name without two names ever meeting.
+
+    Args:
+        value: the name as typed.
+        what: ``"owner"`` or ``"name"``, for the message.
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        ConfigError: the name breaks the rule; the message says which part.
+    """
+    problem = None
+    if not value:
+        problem = "is empty"
+    elif not value.isascii():
+        problem = "has non-ASCII characters"
+    elif "/" in value or "\\" in value or "." in value:
+        problem = "has a dot or a slash (no paths, no '..', no '.git')"
+    elif len(value) > MAX_NAME_LEN:
+        problem = f"is {len(value)} characters long (at most {MAX_NAME_LEN})"
+    elif value != value.lower():
+        problem = "has uppercase letters"
+    elif not value[0].isalpha():
+        problem = "must start with a letter"
+    elif not _NAME_RE.fullmatch(value):
+        problem = "may hold only a-z, 0-9 and single hyphens between them"
+    elif what == "name" and re.search(r"-v\d+$", value):
+        problem = "ends in a version suffix (-vN); gymhub adds '-v0' to the id itself"
+    if problem:
+        raise ConfigError(
+            f"invalid {what} {value!r}: it {problem}. Use lowercase ASCII letters, digits "
+            f"and hyphens, starting with a letter, at most {MAX_NAME_LEN} characters."
+        )
+    return value
+
+
+def distribution_name(owner: str, name: str) -> str:
+    """The owner-qualified distribution name, e.g. ``gymhub-env-alice-wordle``."""
+    return f"gymhub-env-{owner}-{name}"
+
+
+def module_name(owner: str, name: str) -> str:
+    """The import package, e.g. ``gymhub_env_alice_wordle``."""
+    return distribution_name(owner, name).replace("-", "_")
+
+
+def env_id(owner: str, name: str, major: int = 0) -> str:
+    """The environment id, e.g. ``alice/wordle-v0``."""
+    return f"{owner}/{name}-v{major}"
+
+
+def owner_from_token(token: str) -> str:
+    """The owner a hub token belongs to.
+
+    The token format is not settled yet, so no owner can be read from one: this hook is
+    where that will happen, and until then it refuses rather than guess.
+
+    Raises:
+        ConfigError: always, for now.
+    """
+    raise ConfigError("cannot read the owner from this token yet; pass --owner")
+
+
+def resolve_owner(owner: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The owner to scaffold for: ``--owner`` if given, else the hub token's owner.
+
+    Raises:
+        ConfigError: no owner and no token, an unreadable token, or an invalid owner.
+    """
+    if owner is None:
+        token = (os.environ if environ is None else environ).get(TOKEN_ENV)
+        if not token:
+            raise ConfigError(
+                f"no owner: pass --owner OWNER (or set {TOKEN_ENV} to a hub token, whose "
+                "owner is then used)"
+            )
+        owner = owner_from_token(token)
+    return check_name(owner, "owner")
+
+
+def init_env(name: str, *, owner: str, parent: str | Path = ".") -> Path:
+    """Create the package directory ``parent/name`` for ``owner/name-v0``.
+
+    The files are written into a temporary sibling and renamed into place in one step,
+    so a failure (or a concurrent ``init`` of the same name) never leaves a half-made
+    package behind, and an existing path is never overwritten.
+
+    Args:
+        name: the environment name (``wordle``), validated by :func:`check_name`.
+        owner: the owner (namespace), validated by :func:`check_name`.
+        parent: the directory to create the package in.
+
+    Returns:
+        The new package directory.
+
+    Raises:
+        ConfigError: an invalid name or owner, a missing parent, or an existing target.
+    """
+    check_name(name, "name")
+    check_name(owner, "owner")
+    base = Path(parent)
+    if not base.is_dir():
+        raise ConfigError(f"{base}: no such directory")
+    target = base / name
+    if os.path.lexists(target):
+        raise ConfigError(f"{target} already exists; gymhub env init never overwrites")
+    values = {
+        "OWNER": owner,
+        "NAME": name,
+        "ENV_ID": env_id(owner, name),
+        "DIST": distribution_name(owner, name),
+        "MODULE": module_name(owner, name),
+        "GYMHUB_REQUIREMENT": _gymhub_requirement(),
+    }
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=base))
+    try:
+        templates = resources.files(__package__ or "gymhub.hub").joinpath("templates", "env")
+        for source, dest in _FILES:
+            text = templates.joinpath(*source.split("/")).read_text(encoding="utf-8")
+            out = staging / dest.replace("MODULE", values["MODULE"])
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(_render(text, values, source), encoding="utf-8")
+        staging.chmod(0o755)  # mkdtemp makes it 0700; a package directory is not secret
+        try:
+            os.rename(staging, target)  # atomic; refuses a non-empty target that appeared
+        except OSError as exc:
+            raise ConfigError(f"{target} already exists; gymhub env init never overwrites") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _render(text: str, values: Mapping[str, str], source: str) -> str:
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", value)
+    leftover = re.search(r"\{\{[A-Z_]+\}\}", text)
+    if leftover:  # a template bug, caught here rather than in the author's first build
+        raise RuntimeError(f"template {source}: unknown placeholder {leftover.group(0)}")
+    return text
+
+
+def _gymhub_requirement() -> str:
+    """``gymhub>=X.Y`` for the gymhub that made the package: the API it was written against."""
+    try:
+        version = metadata.version("gymhub")
+    except metadata.PackageNotFoundError:
+        return "gymhub"
+    major_minor = re.match(r"\d+\.\d+", version)
+    return f"gymhub>={major_minor.group(0)}" if major_minor else "gymhub"
