@@ -60,8 +60,7 @@ module, _, attrs = backend_spec.partition(":")
 backend = importlib.import_module(module)
 for attr in filter(None, attrs.split(".")):
     backend = getattr(backend, attr)
-name = backend.build_wheel(out_dir)
-print("\\ngymhub-built-wheel:" + name)
+backend.build_wheel(out_dir)
 """
 
 
