@@ -96,6 +96,9 @@ def skeleton(name: str) -> str:
     return folded.replace("rn", "m").replace("vv", "w").translate(_SKELETON_MAP)
 
 
+_RESERVED_SKELETONS = {skeleton(r): r for r in sorted(RESERVED_OWNERS)}
+
+
 def _non_ascii(value: str) -> str | None:
     bad = next((c for c in value if not c.isascii()), None)
     return None if bad is None else f"non-ASCII character {bad!r} (U+{ord(bad):04X})"
@@ -120,8 +123,7 @@ def validate_owner(owner: str) -> str:
             hint = f" (did you mean {cand!r}?)"
         raise InvalidName("owner", owner, "use lowercase ASCII letters, digits and single "
                           f"hyphens, starting and ending with a letter or digit{hint}")
-    reserved = {skeleton(r): r for r in RESERVED_OWNERS}
-    if (hit := reserved.get(skeleton(owner))) is not None:
+    if (hit := _RESERVED_SKELETONS.get(skeleton(owner))) is not None:
         same = "is" if hit == owner else f"looks like {hit!r}, which is"
         raise ReservedName("owner", owner, f"it {same} reserved for the hub")
     return owner

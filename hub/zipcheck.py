@@ -49,6 +49,7 @@ _FLAG_ENCRYPTED, _FLAG_DESCRIPTOR, _FLAG_STRONG, _FLAG_UTF8, _FLAG_MASKED = 1, 8
 _REFUSED_EXTRA = {0x0001: "a zip64 field", 0x7075: "an Info-ZIP Unicode path field"}
 _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,7 @@ def _check_names(entries: list[_Entry]) -> None:
 def _check_path(name: str) -> None:
     if not name or name == "/":
         raise UnsafeMember("empty name", name)
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if _CONTROL.search(name):
         raise UnsafeMember("NUL or control character in the name", name)
     if "\\" in name:
         raise UnsafeMember("backslash in the name (a separator on Windows)", name)

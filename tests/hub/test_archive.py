@@ -383,3 +383,16 @@ def test_path_over_the_archive_cap_is_refused_before_reading(tmp_path):
         f.truncate(2048)
     with pytest.raises(ArchiveTooLarge):
         validate_wheel(big, owner="alice", limits=ArchiveLimits(max_archive_bytes=1024))
+
+
+def test_unicode_path_extra_field_is_refused(spec):
+    """Some unzippers take the name from this field instead of the header: two names."""
+    info = zipfile.ZipInfo(f"{MOD}/ok.py")
+    info.extra = b"\x75\x70\x09\x00\x01\x00\x00\x00\x00../x"
+    spec.extra = [(info, b"x = 1\n")]
+    refused(CorruptArchive, spec, match="Unicode path")
+
+
+def test_compression_methods_other_than_deflate_are_refused(spec):
+    spec.compression = zipfile.ZIP_BZIP2
+    refused(CorruptArchive, spec, match="compression method 12")
