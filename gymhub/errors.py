@@ -27,6 +27,19 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   │                            answered to the agent as a message, never to the caller
     │   ├── ToolError                a tool refuses its call (not found, conflict, ...)
     │   └── QueryError               a query failed because of the query (``kind`` says how)
+    ├── HubError                     publishing, validating or resolving on the hub
+    │   ├── InvalidName              an owner, env name, env id or distribution name (``kind``)
+    │   │   ├── ReservedName         kept for the hub itself (``admin``, ``simple``, ...)
+    │   │   └── LookalikeName        same skeleton as an existing name (``l``/``1``, ``o``/``0``)
+    │   └── InvalidArchive           an uploaded wheel is refused (``member`` names the culprit)
+    │       ├── WheelFilenameError   not ``{dist}-{version}-py3-none-any.whl`` for a hub name
+    │       ├── CorruptArchive       not a zip, truncated, encrypted, or its parts disagree
+    │       ├── UnsafeMember         ``..``, absolute, backslash, NUL, symlink, ``.pth``, scripts
+    │       ├── DuplicateMember      same name, or same after case folding / NFC
+    │       ├── ArchiveTooLarge      member count, size or ratio cap (zip bombs)
+    │       ├── RecordMismatch       ``RECORD`` misses, adds or misstates a member
+    │       ├── WheelMetadataError   ``METADATA``/``WHEEL``/entry points malformed or disagreeing
+    │       └── NamespaceViolation   a name, env id or module of another owner
     └── ServerError                  answered by (or about) an environment server; ``status``
         ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, restarted)
         ├── SeqConflict              409 a stale or skipped ``seq`` (``expected`` says which)
@@ -57,11 +70,14 @@ from __future__ import annotations
 
 __all__ = [
     "AgentError",
+    "ArchiveTooLarge",
     "AtCapacity",
     "BackendError",
     "ConfigError",
+    "CorruptArchive",
     "DeadlineExceeded",
     "DuplicateEnv",
+    "DuplicateMember",
     "EnvCheckFailed",
     "EnvCrashed",
     "EnvNotFound",
@@ -70,14 +86,21 @@ __all__ = [
     "EpisodeNotFound",
     "EpisodeNotStarted",
     "GymhubError",
+    "HubError",
     "InternalServerError",
+    "InvalidArchive",
+    "InvalidName",
     "InvalidRequest",
+    "LookalikeName",
+    "NamespaceViolation",
     "PayloadTooLarge",
     "QueryError",
+    "RecordMismatch",
     "ReferenceDisabled",
     "RegistryError",
     "ReplProtocolError",
     "RequestTimeout",
+    "ReservedName",
     "SandboxPathError",
     "SeqConflict",
     "ServerDraining",
@@ -89,6 +112,9 @@ __all__ = [
     "TemplateError",
     "ToolError",
     "Unauthorized",
+    "UnsafeMember",
+    "WheelFilenameError",
+    "WheelMetadataError",
     "error_from_code",
 ]
 
@@ -261,6 +287,112 @@ class QueryError(AgentError):
             raise ValueError(f"unknown QueryError kind {kind!r}")
         self.kind = kind
         super().__init__(message)
+
+
+# ------------------------------------------------------------------ hub errors
+class HubError(GymhubError):
+    """Publishing, validating or resolving an environment on the hub failed."""
+
+    code = "hub_error"
+
+
+class InvalidName(HubError, ValueError):
+    """An owner, environment name, environment id or distribution name is refused.
+
+    Attributes:
+        kind: ``"owner"``, ``"env_name"``, ``"env_id"`` or ``"distribution"``.
+        value: the name as given.
+    """
+
+    code = "invalid_name"
+
+    def __init__(self, kind: str, value: str, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        super().__init__(f"invalid {kind.replace('_', ' ')} {value!r}: {reason}")
+
+
+class ReservedName(InvalidName):
+    """The name is well formed but kept for the hub itself (``admin``, ``simple``, ...)."""
+
+    code = "reserved_name"
+
+
+class LookalikeName(InvalidName):
+    """The name looks like an existing one (same skeleton: ``l``/``1``, ``o``/``0``, ``-``/``_``).
+
+    Attributes:
+        existing: the name it would be confused with.
+    """
+
+    code = "lookalike_name"
+
+    def __init__(self, kind: str, value: str, existing: str) -> None:
+        self.existing = existing
+        super().__init__(kind, value, f"too close to the existing {existing!r} "
+                                      "(they differ only in look-alike characters)")
+
+
+class InvalidArchive(HubError, ValueError):
+    """An uploaded wheel is refused; nothing of it was extracted or stored.
+
+    Attributes:
+        member: the archive member at fault, or ``None`` for the archive as a whole.
+    """
+
+    code = "invalid_archive"
+
+    def __init__(self, message: str, member: str | None = None) -> None:
+        self.member = member
+        super().__init__(f"{member!r}: {message}" if member is not None else message)
+
+
+class WheelFilenameError(InvalidArchive):
+    """The file name is not ``{name}-{version}-py3-none-any.whl`` for a hub distribution."""
+
+    code = "invalid_wheel_filename"
+
+
+class CorruptArchive(InvalidArchive):
+    """Not a zip, truncated, encrypted, or two parts of the zip disagree (parser confusion)."""
+
+    code = "corrupt_archive"
+
+
+class UnsafeMember(InvalidArchive):
+    """A member's name or type could escape or subvert an install (``..``, symlink, ``.pth``)."""
+
+    code = "unsafe_member"
+
+
+class DuplicateMember(InvalidArchive):
+    """Two members share a name, or collide after case folding or Unicode normalisation."""
+
+    code = "duplicate_member"
+
+
+class ArchiveTooLarge(InvalidArchive):
+    """A member count, size or compression-ratio cap was exceeded (zip bombs included)."""
+
+    code = "archive_too_large"
+
+
+class RecordMismatch(InvalidArchive):
+    """``RECORD`` does not list every member exactly once with its true hash and size."""
+
+    code = "record_mismatch"
+
+
+class WheelMetadataError(InvalidArchive):
+    """``METADATA``, ``WHEEL`` or ``entry_points.txt`` is malformed or disagrees with the name."""
+
+    code = "invalid_wheel_metadata"
+
+
+class NamespaceViolation(InvalidArchive):
+    """The wheel claims a name, environment id or module outside the uploader's namespace."""
+
+    code = "namespace_violation"
 
 
 # ------------------------------------------------------------------ server errors

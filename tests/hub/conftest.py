@@ -1,0 +1,116 @@
+"""Wheels built in memory with ``zipfile``: a correct one, then variants to attack with."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+import types
+import warnings
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from io import BytesIO
+
+import pytest
+
+from gymhub.hub.names import distribution_name
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@dataclass
+class WheelSpec:
+    owner: str = "alice"
+    name: str = "wordle"
+    version: str = "0.1.0"
+    files: dict[str, bytes] | None = None
+    entry_points: str | None = None
+    metadata: str | None = None
+    wheel: str | None = None
+    filename: str | None = None
+    extra: list[tuple[zipfile.ZipInfo | str, bytes]] = field(default_factory=list)
+    unrecorded: list[tuple[zipfile.ZipInfo | str, bytes]] = field(default_factory=list)
+    record: Callable[[list[list[str]]], list[list[str]]] | None = None
+    compression: int = zipfile.ZIP_DEFLATED
+
+    @property
+    def dist(self) -> str:
+        return distribution_name(self.owner, self.name)
+
+    @property
+    def module(self) -> str:
+        return f"{self.owner}_{self.name}".replace("-", "_")
+
+    @property
+    def dist_info(self) -> str:
+        return f"{self.dist.replace('-', '_')}-{self.version}.dist-info"
+
+    def build(self) -> tuple[str, bytes]:
+        mod, di = self.module, self.dist_info
+        files = self.files if self.files is not None else {
+            f"{mod}/__init__.py": b"",
+            f"{mod}/env.py": b"class WordleEnv:\n    pass\n" * 20,
+            f"{mod}/tasks.jsonl": b'{"id": "t1", "prompt": "guess"}\n' * 50,
+        }
+        meta = self.metadata if self.metadata is not None else (
+            f"Metadata-Version: 2.4\nName: {self.dist}\nVersion: {self.version}\n"
+            "Summary: A word game\nRequires-Dist: gymhub>=0.1\n"
+            "Description-Content-Type: text/markdown\n\n# Wordle\n\nGuess the word.\n")
+        wheel = self.wheel if self.wheel is not None else (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        eps = self.entry_points if self.entry_points is not None else (
+            f"[gymhub.envs]\n{self.owner}/{self.name}-v0 = {mod}.env:WordleEnv\n")
+        members: list[tuple[zipfile.ZipInfo | str, bytes]] = [
+            *files.items(), *self.extra,
+            (f"{di}/METADATA", meta.encode()), (f"{di}/WHEEL", wheel.encode()),
+            (f"{di}/entry_points.txt", eps.encode())]
+        rows = [[i if isinstance(i, str) else i.filename, record_hash(b), str(len(b))]
+                for i, b in members if not (i if isinstance(i, str) else i.filename).endswith("/")]
+        rows.append([f"{di}/RECORD", "", ""])
+        if self.record is not None:
+            rows = self.record(rows)
+        record = "".join(",".join(r) + "\n" for r in rows).encode()
+        buf = BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # duplicate names on purpose
+            with zipfile.ZipFile(buf, "w", self.compression) as zf:
+                for info, body in [*members, *self.unrecorded, (f"{di}/RECORD", record)]:
+                    zf.writestr(info, body)
+        filename = self.filename or f"{self.dist.replace('-', '_')}-{self.version}-py3-none-any.whl"
+        return filename, buf.getvalue()
+
+
+@pytest.fixture
+def spec() -> WheelSpec:
+    return WheelSpec()
+
+
+def central_offset(data: bytes, name: str) -> int:
+    """Offset of ``name``'s central directory header."""
+    pos = struct.unpack_from("<I", data, len(data) - 6)[0]  # the end record's cd offset
+    while True:
+        nlen = struct.unpack_from("<H", data, pos + 28)[0]
+        xlen, clen = struct.unpack_from("<HH", data, pos + 30)
+        if data[pos + 46:pos + 46 + nlen] == name.encode():
+            return pos
+        pos += 46 + nlen + xlen + clen
+
+
+def local_offset(data: bytes, name: str) -> int:
+    return struct.unpack_from("<I", data, central_offset(data, name) + 42)[0]
+
+
+def patch(data: bytes, offset: int, fmt: str, value: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(fmt, out, offset, value)
+    return bytes(out)
+
+
+@pytest.fixture
+def zt() -> types.SimpleNamespace:
+    """Byte-level tools for crafting broken archives."""
+    return types.SimpleNamespace(central=central_offset, local=local_offset, patch=patch,
+                                 record_hash=record_hash, WheelSpec=WheelSpec)
