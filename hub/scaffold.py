@@ -8,8 +8,9 @@ is about a change they made. The files come from ``templates/env/`` (package dat
 dollar signs are ordinary text.
 
 Naming: an environment ``NAME`` of owner ``OWNER`` has the id ``OWNER/NAME-v0``
-(Gymnasium's namespace form), the distribution ``gymhub-env-OWNER-NAME`` and the import
-package ``gymhub_env_OWNER_NAME``. Both names carry the owner, so ``alice/wordle`` and
+(Gymnasium's namespace form), the distribution ``gymhub-env-<len(OWNER)>-OWNER-NAME``
+(see :func:`gymhub.hub.names.distribution_name` for why the length) and the import package
+of the same name with underscores. Both names carry the owner, so ``alice/wordle`` and
 ``bob/wordle`` install side by side, and the ``gymhub-env-`` prefix keeps them apart from
 every bare name on PyPI.
 """
@@ -24,7 +25,9 @@ from collections.abc import Mapping
 from importlib import metadata, resources
 from pathlib import Path
 
-from gymhub.errors import ConfigError
+from gymhub.errors import ConfigError, InvalidName
+
+from . import names
 
 __all__ = [
     "TOKEN_ENV",
@@ -40,11 +43,6 @@ __all__ = [
 #: The environment variable holding the hub token (the owner defaults to the token's).
 TOKEN_ENV = "GYMHUB_HUB_TOKEN"
 
-#: Longest owner or environment name.
-MAX_NAME_LEN = 40
-
-_NAME_RE = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
-
 #: (template resource under templates/env, path in the new package; MODULE is replaced).
 _FILES = (
     ("pyproject.toml.tmpl", "pyproject.toml"),
@@ -57,56 +55,38 @@ _FILES = (
 
 
 def check_name(value: str, what: str = "name") -> str:
-    """Validate an owner or environment name, or say exactly what is wrong with it.
+    """Validate an owner or environment name by the hub's rules (:mod:`gymhub.hub.names`).
 
-    The rule is deliberately narrow (lowercase ASCII letters, digits and single inner
-    hyphens, starting with a letter, at most 40 characters): such a name is the same
-    after every normalisation that pip, PEP 503 and file systems apply, so it can be a
-    directory, part of a distribution name and, with ``-`` as ``_``, part of a module
-    name without two names ever meeting.
+    The scaffold also insists on the canonical spelling of an environment name (``my-env``,
+    not ``My_Env``): the name becomes a directory and part of a module, and two spellings
+    of one hub name must never become two packages on disk.
 
     Args:
         value: the name as typed.
-        what: ``"owner"`` or ``"name"``, for the message.
+        what: ``"owner"`` or ``"name"``.
 
     Returns:
         ``value`` unchanged.
 
     Raises:
-        ConfigError: the name breaks the rule; the message says which part.
+        InvalidName: the name breaks a rule; the message says which.
     """
-    problem = None
-    if not value:
-        problem = "is empty"
-    elif not value.isascii():
-        problem = "has non-ASCII characters"
-    elif "/" in value or "\\" in value or "." in value:
-        problem = "has a dot or a slash (no paths, no '..', no '.git')"
-    elif len(value) > MAX_NAME_LEN:
-        problem = f"is {len(value)} characters long (at most {MAX_NAME_LEN})"
-    elif value != value.lower():
-        problem = "has uppercase letters"
-    elif not value[0].isalpha():
-        problem = "must start with a letter"
-    elif not _NAME_RE.fullmatch(value):
-        problem = "may hold only a-z, 0-9 and single hyphens between them"
-    elif what == "name" and re.search(r"-v\d+$", value):
-        problem = "ends in a version suffix (-vN); gymhub adds '-v0' to the id itself"
-    if problem:
-        raise ConfigError(
-            f"invalid {what} {value!r}: it {problem}. Use lowercase ASCII letters, digits "
-            f"and hyphens, starting with a letter, at most {MAX_NAME_LEN} characters."
-        )
+    if what == "owner":
+        return names.validate_owner(value)
+    canonical = names.validate_env_name(value)
+    if canonical != value:
+        raise InvalidName("env_name", value, f"write it as {canonical!r}, its canonical "
+                                              "spelling (it names a directory and a module)")
     return value
 
 
 def distribution_name(owner: str, name: str) -> str:
-    """The owner-qualified distribution name, e.g. ``gymhub-env-alice-wordle``."""
-    return f"gymhub-env-{owner}-{name}"
+    """The owner-qualified distribution name, e.g. ``gymhub-env-5-alice-wordle``."""
+    return names.distribution_name(owner, name)
 
 
 def module_name(owner: str, name: str) -> str:
-    """The import package, e.g. ``gymhub_env_alice_wordle``."""
+    """The import package, e.g. ``gymhub_env_5_alice_wordle`` (unique as the distribution is)."""
     return distribution_name(owner, name).replace("-", "_")
 
 

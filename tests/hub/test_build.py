@@ -50,30 +50,30 @@ def built(tmp_path_factory):
 
 def test_build_prints_the_wheel_in_dist_as_its_last_line(built):
     path, wheel, out = built
-    assert wheel == path / "dist" / "gymhub_env_alice_word_ladder-0.1.0-py3-none-any.whl"
+    assert wheel == path / "dist" / "gymhub_env_5_alice_word_ladder-0.1.0-py3-none-any.whl"
     assert wheel.is_file()
     assert "check_env alice/word-ladder-v0: PASS" in out.stdout  # the check ran first
     # The build happened in a copy: the author's directory gained dist/ and nothing else.
     assert sorted(p.name for p in path.iterdir()) == [
-        ".gitignore", "README.md", "dist", "gymhub_env_alice_word_ladder", "pyproject.toml"]
+        ".gitignore", "README.md", "dist", "gymhub_env_5_alice_word_ladder", "pyproject.toml"]
 
 
 def test_the_wheel_metadata_and_entry_points(built):
     _, wheel, _ = built
-    info = "gymhub_env_alice_word_ladder-0.1.0.dist-info"
+    info = "gymhub_env_5_alice_word_ladder-0.1.0.dist-info"
     with zipfile.ZipFile(wheel) as zf:
         meta = Parser().parsestr(zf.read(f"{info}/METADATA").decode())
         entry_points = zf.read(f"{info}/entry_points.txt").decode()
         names = zf.namelist()
-    assert meta["Name"] == "gymhub-env-alice-word-ladder"
+    assert meta["Name"] == "gymhub-env-5-alice-word-ladder"
     assert meta["Version"] == "0.1.0"
     assert meta["License-Expression"] == "Apache-2.0"
     assert meta["Requires-Python"] == ">=3.11"
     assert [r.split(">")[0] for r in meta.get_all("Requires-Dist")] == ["gymhub"]
     assert "alice/word-ladder-v0" in meta.get_payload()  # the README is the description
-    assert "[gymhub.envs]\nalice/word-ladder-v0 = gymhub_env_alice_word_ladder.env:Env" in (
+    assert "[gymhub.envs]\nalice/word-ladder-v0 = gymhub_env_5_alice_word_ladder.env:Env" in (
         entry_points)
-    assert "gymhub_env_alice_word_ladder/tasks.jsonl" in names  # package data shipped
+    assert "gymhub_env_5_alice_word_ladder/tasks.jsonl" in names  # package data shipped
 
 
 def test_record_lists_every_file_with_its_hash(built):
@@ -124,7 +124,7 @@ def test_the_installed_wheel_is_found_by_its_entry_point(built, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "check_env alice/word-ladder-v0: PASS" in out.stdout
-    assert f"module gymhub_env_alice_word_ladder.env {target}" in out.stdout
+    assert f"module gymhub_env_5_alice_word_ladder.env {target}" in out.stdout
     assert "score 1.0" in out.stdout
 
 
@@ -137,7 +137,7 @@ def test_check_and_build_accept_a_dot_path(tmp_path):
 
 def test_a_failing_environment_is_not_built_unless_told(tmp_path):
     path = init_env("broken", owner="alice", parent=tmp_path)
-    env_py = path / "gymhub_env_alice_broken" / "env.py"
+    env_py = path / "gymhub_env_5_alice_broken" / "env.py"
     env_py.write_text(env_py.read_text().replace(
         'arguments={"word": self.task.gold}', 'arguments={"word": "wrong"}'))
     out = gymhub("env", "build", str(path))
@@ -201,7 +201,7 @@ def test_the_cli_reports_bad_paths_as_usage_errors(tmp_path):
         (("env", "build", str(tmp_path / "nodir")), "has no pyproject.toml"),
         (("env", "check", str(tmp_path / "nodir")), "has no pyproject.toml"),
         (("env", "check", "./absent"), "no such directory"),
-        (("env", "init", "Bad_Name", "--owner", "alice"), "invalid name"),
+        (("env", "init", "Bad_Name", "--owner", "alice"), "write it as 'bad-name'"),
         (("env", "init", "wordle"), "pass --owner"),
     ]:
         env = {k: v for k, v in os.environ.items() if k != "GYMHUB_HUB_TOKEN"}
@@ -238,10 +238,21 @@ def test_a_failed_build_shows_the_tail_of_its_log(tmp_path):
     path = init_env("nobuild", owner="alice", parent=tmp_path)
     pyproject = path / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
-        'packages = ["gymhub_env_alice_nobuild"]', 'packages = ["no_such_package_here"]'))
+        'packages = ["gymhub_env_5_alice_nobuild"]', 'packages = ["no_such_package_here"]'))
     with pytest.raises(ConfigError) as err:
         build_wheel(path)
     message = str(err.value)
     assert "failed: the build backend exited with status" in message
     assert "  | " in message and "no_such_package_here" in message
     assert not (path / "dist").exists()
+
+
+def test_the_hub_accepts_what_env_build_makes_and_only_for_its_owner(built):
+    from gymhub.errors import NamespaceViolation
+    from gymhub.hub.archive import validate_wheel
+
+    _, wheel, _ = built
+    info = validate_wheel(wheel, owner="alice")
+    assert list(info.env_ids) == ["alice/word-ladder-v0"]
+    with pytest.raises(NamespaceViolation):
+        validate_wheel(wheel, owner="bob")

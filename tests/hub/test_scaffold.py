@@ -12,7 +12,7 @@ import pytest
 import gymhub
 from gymhub.envs import check_env, gold_policy, registry, run_episode
 from gymhub.envs.registration import Registry
-from gymhub.errors import ConfigError
+from gymhub.errors import ConfigError, InvalidName
 from gymhub.hub.project import load_package, read_package
 from gymhub.hub.scaffold import (
     TOKEN_ENV,
@@ -41,43 +41,27 @@ def isolated(monkeypatch):
     monkeypatch.setattr(registry, "_discovered", set(registry._discovered))
 
 
-@pytest.mark.parametrize("good", ["wordle", "a", "word-ladder", "sql2", "x" * 40, "a1-b2-c3"])
+@pytest.mark.parametrize("good", ["wordle", "a", "word-ladder", "sql2", "a1-b2-c3"])
 def test_good_names_pass(good):
     assert check_name(good) == good
     assert check_name(good, "owner") == good
 
 
-@pytest.mark.parametrize(
-    ("bad", "says"),
-    [
-        ("", "is empty"),
-        ("..", "dot or a slash"),
-        (".git", "dot or a slash"),
-        ("a.b", "dot or a slash"),
-        ("alice/wordle", "dot or a slash"),
-        ("..\\x", "dot or a slash"),
-        ("wördle", "non-ASCII"),
-        ("wordle\u200b", "non-ASCII"),
-        ("Wordle", "uppercase"),
-        ("1wordle", "start with a letter"),
-        ("-wordle", "start with a letter"),
-        ("my_env", "single hyphens"),
-        ("wordle-", "single hyphens"),
-        ("word--le", "single hyphens"),
-        ("word le", "single hyphens"),
-        ("x" * 41, "41 characters"),
-        ("wordle-v1", "version suffix"),
-    ],
-)
-def test_bad_names_are_refused_with_the_reason(bad, says):
-    with pytest.raises(ConfigError, match="invalid name") as err:
+@pytest.mark.parametrize("bad", ["", "..", ".git", "a.b", "alice/wordle", "..\\x", "w\u00f6rdle",
+                                 "wordle\u200b", "-wordle", "word le", "x" * 65, "wordle-v1"])
+def test_bad_names_are_refused_by_the_hubs_rules(bad):
+    with pytest.raises(InvalidName, match="invalid env name"):
         check_name(bad)
-    assert says in str(err.value)
+
+
+def test_a_name_must_be_written_canonically():
+    with pytest.raises(InvalidName, match="write it as 'my-env'"):
+        check_name("My_Env")
 
 
 def test_names_are_owner_qualified():
-    assert distribution_name("alice", "word-ladder") == "gymhub-env-alice-word-ladder"
-    assert module_name("alice", "word-ladder") == "gymhub_env_alice_word_ladder"
+    assert distribution_name("alice", "word-ladder") == "gymhub-env-5-alice-word-ladder"
+    assert module_name("alice", "word-ladder") == "gymhub_env_5_alice_word_ladder"
     assert env_id("alice", "word-ladder") == "alice/word-ladder-v0"
     assert distribution_name("alice", "wordle") != distribution_name("bob", "wordle")
 
@@ -90,7 +74,7 @@ def test_owner_comes_from_the_flag_or_fails_clearly():
         resolve_owner(None, environ={TOKEN_ENV: "some-token"})
     with pytest.raises(ConfigError, match="cannot read the owner"):
         owner_from_token("some-token")
-    with pytest.raises(ConfigError, match="invalid owner"):
+    with pytest.raises(InvalidName, match="invalid owner"):
         resolve_owner("Alice", environ={})
     # The flag wins over a token, so an unreadable token never blocks an explicit owner.
     assert resolve_owner("bob", environ={TOKEN_ENV: "some-token"}) == "bob"
@@ -99,7 +83,7 @@ def test_owner_comes_from_the_flag_or_fails_clearly():
 def test_init_writes_a_complete_package(tmp_path):
     path = init_env("word-ladder", owner="alice", parent=tmp_path)
     assert path == tmp_path / "word-ladder"
-    module = "gymhub_env_alice_word_ladder"
+    module = "gymhub_env_5_alice_word_ladder"
     files = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
     assert files == sorted([
         ".gitignore", "README.md", "pyproject.toml",
@@ -109,7 +93,7 @@ def test_init_writes_a_complete_package(tmp_path):
         if f.is_file():
             assert "{{" not in f.read_text(), f
     project = tomllib.loads((path / "pyproject.toml").read_text())["project"]
-    assert project["name"] == "gymhub-env-alice-word-ladder"
+    assert project["name"] == "gymhub-env-5-alice-word-ladder"
     assert project["version"] == "0.1.0"
     assert project["license"] == "Apache-2.0"
     assert project["description"]
@@ -134,9 +118,9 @@ def test_init_refuses_existing_paths_and_leaves_nothing_behind(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["afile", "taken"]  # no staging directory left
     with pytest.raises(ConfigError, match="no such directory"):
         init_env("wordle", owner="alice", parent=tmp_path / "absent")
-    with pytest.raises(ConfigError, match="invalid name"):
+    with pytest.raises(InvalidName, match="invalid env name"):
         init_env("../evil", owner="alice", parent=tmp_path)
-    with pytest.raises(ConfigError, match="invalid owner"):
+    with pytest.raises(InvalidName, match="invalid owner"):
         init_env("wordle", owner=".git", parent=tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["afile", "taken"]
 
