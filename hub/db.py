@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -93,7 +93,8 @@ class Base(DeclarativeBase):
     """Declarative base carrying the naming convention."""
 
     metadata = sa.MetaData(naming_convention=NAMING)
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: sa.JSON()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(), dict[str, Any]: sa.JSON()}
 
 
 class Owner(Base):
@@ -219,7 +220,7 @@ def connect(url: str) -> Engine:
     Reads keep plain ``BEGIN`` and never block on a writer.
     """
     sa_url = sa.make_url(url)
-    if not sa_url.get_backend_name() == "sqlite":
+    if sa_url.get_backend_name() != "sqlite":
         return sa.create_engine(sa_url, pool_pre_ping=True)
     if sa_url.database and sa_url.database != ":memory:":
         Path(sa_url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
