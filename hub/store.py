@@ -275,7 +275,7 @@ class HubStore:
                        Version.canonical_version == canon)).first()
             if found is None:  # removed behind the API's back: still never reused
                 raise VersionConflict(f"{label} is no longer available and cannot be reused")
-            return _version_info(owner, *found.tuple())
+            return _version_info(owner, *found)
 
     def _insert(self, session: Session, key: tuple[str, str, str], v: PEP440,
                 wheel: WheelDescription, uploaded_by: str | None) -> VersionInfo:

@@ -220,7 +220,7 @@ def authenticate(db: HubDB, token: str, scope: str, *, owner: str | None) -> Tok
         expected = found[0].secret_sha256 if found else _digest("")  # same work either way
         if not hmac.compare_digest(expected, _digest(token.strip())) or found is None:
             raise TokenInvalid("the token is not recognised")
-        row, owner_name = found.tuple()
+        row, owner_name = found
         info = _info(row, owner_name)
     if info.revoked_at is not None:
         raise TokenRevoked(f"token {info.prefix} was revoked at {info.revoked_at:%Y-%m-%d %H:%M}Z")
@@ -257,7 +257,7 @@ def revoke_token(db: HubDB, token_id: str, *, owner: str | None = None) -> Token
         ).first()
         if found is None or (owner is not None and found[1] != owner):
             raise TokenInvalid(f"no token with id {token_id!r}")
-        row, owner_name = found.tuple()
+        row, owner_name = found
         if row.revoked_at is None:
             row.revoked_at = db.clock()
         return _info(row, owner_name)
