@@ -20,8 +20,8 @@ winner's row and reports a no-op (same bytes) or :class:`~gymhub.errors.VersionC
 (other bytes). A race to create the package is absorbed by a savepoint and a re-read.
 On SQLite, write transactions begin ``IMMEDIATE`` and so queue instead of failing.
 
-Names and wheels arrive already validated by the archive checker; the rules here are
-placeholders that refuse anything the real ones would (see ``_check_package_name``).
+Names and wheels arrive already validated by the archive checker; the rules applied here
+are placeholders that refuse anything the real ones would (:mod:`gymhub.hub.records`).
 """
 
 from __future__ import annotations
@@ -30,12 +30,10 @@ import difflib
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_version
 from packaging.version import InvalidVersion
 from packaging.version import Version as PEP440
@@ -53,135 +51,31 @@ from gymhub.errors import (
 )
 from gymhub.hub.blobs import BlobStore, FileBlobStore, check_sha256
 from gymhub.hub.db import CHECK_STATUSES, CheckResult, HubDB, LedgerEntry, Owner, Package, Version
+from gymhub.hub.records import (
+    CheckInfo,
+    PackageInfo,
+    PublishResult,
+    VersionInfo,
+    WheelDescription,
+    check_package_name,
+    name_skeleton,
+    newest,
+    normalize_name,
+    parse_version,
+    pick_version,
+)
 from gymhub.hub.tokens import check_owner_name
 
-__all__ = [
-    "CheckInfo",
-    "HubStore",
-    "PackageInfo",
-    "PublishResult",
-    "VersionInfo",
-    "WheelDescription",
-    "normalize_name",
-]
+__all__ = ["CheckInfo", "HubStore", "PackageInfo", "PublishResult", "VersionInfo",
+           "WheelDescription"]
 
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
 _PUBLISH_ATTEMPTS = 3
-
-
-def normalize_name(name: str) -> str:
-    """PEP 503 normalisation: runs of ``-_.`` become ``-``, lowercased."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _skeleton(name: str) -> str:
-    """Placeholder look-alike key; :mod:`gymhub.hub.names` will supply the real one."""
-    return name.lower()
-
-
-def _check_package_name(name: str) -> str:
-    """Placeholder package-name rule (ASCII letters, digits, inner ``-_.``, <= 100)."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InvalidHubInput(f"invalid package name {name!r}")
-    return name
-
-
-def _parse_version(text: str) -> PEP440:
-    try:
-        v = PEP440(text)
-    except InvalidVersion:
-        raise InvalidHubInput(f"{text!r} is not a PEP 440 version") from None
-    if v.local is not None:
-        raise InvalidHubInput(f"local versions ({text!r}) cannot be published; drop '+...'")
-    return v
-
-
-@dataclass(frozen=True)
-class WheelDescription:
-    """A wheel the archive checker has validated, as the store records it.
-
-    Attributes:
-        name: the package name within the owner's namespace (``wordle``).
-        version: its PEP 440 version.
-        sha256: hex digest of the file; ``size`` its length in bytes.
-        filename: the wheel's file name, served as is.
-        env_ids: the environment ids its entry points register (``alice/wordle-v0``).
-        metadata: the core metadata fields, JSON-serialisable (shown on pages, PEP 658).
-        description: one-line summary for listings and search.
-    """
-
-    name: str
-    version: str
-    sha256: str
-    size: int
-    filename: str
-    env_ids: Sequence[str] = ()
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class VersionInfo:
-    """One published version (a snapshot: changing it changes nothing stored)."""
-
-    owner: str
-    name: str
-    version: str
-    sha256: str
-    size: int
-    filename: str
-    env_ids: tuple[str, ...]
-    metadata: Mapping[str, Any]
-    uploaded_at: datetime
-    yanked_at: datetime | None
-    yank_reason: str | None
-
-    @property
-    def yanked(self) -> bool:
-        """Whether resolution skips this version (exact pins still get it, PEP 592)."""
-        return self.yanked_at is not None
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    """The version a publish left visible; ``created`` is false for an identical re-push."""
-
-    version: VersionInfo
-    created: bool
-
-
-@dataclass(frozen=True)
-class PackageInfo:
-    """A package and its newest non-yanked version (``None`` when all are yanked)."""
-
-    owner: str
-    name: str
-    normalized_name: str
-    description: str
-    created_at: datetime
-    latest: str | None
-
-
-@dataclass(frozen=True)
-class CheckInfo:
-    """A check result, bound to the sha256 it was measured on."""
-
-    version: str
-    sha256: str
-    status: str
-    details: Mapping[str, Any]
-    checked_at: datetime
 
 
 def _version_info(owner: str, package: Package, v: Version) -> VersionInfo:
     return VersionInfo(owner, package.name, v.version, v.sha256, v.size, v.filename,
                        tuple(v.env_ids), dict(v.metadata_json), v.uploaded_at, v.yanked_at,
                        v.yank_reason)
-
-
-def _newest(rows: Sequence[Version]) -> Version | None:
-    live = [r for r in rows if r.yanked_at is None]
-    return max(live, key=lambda r: PEP440(r.version), default=None)
 
 
 class HubStore:
@@ -222,8 +116,8 @@ class HubStore:
             InvalidHubInput: a malformed name, version, digest or filename.
         """
         check_owner_name(owner)
-        _check_package_name(wheel.name)
-        v = _parse_version(wheel.version)
+        check_package_name(wheel.name)
+        v = parse_version(wheel.version)
         check_sha256(wheel.sha256)
         if not wheel.filename or "/" in wheel.filename or "\\" in wheel.filename:
             raise InvalidHubInput(f"invalid file name {wheel.filename!r}")
@@ -293,11 +187,12 @@ class HubStore:
                       uploaded_at=now, uploaded_by=uploaded_by)
         session.add(row)
         session.flush()  # the ledger's primary key decides a race here
-        newest = _newest(session.scalars(
-            sa.select(Version).where(Version.package_id == package.id)).all())
-        if newest is row and wheel.description:
-            package.description = wheel.description
-        return _version_info(owner, package, row)
+        info = _version_info(owner, package, row)
+        siblings = session.scalars(sa.select(Version).where(Version.package_id == package.id))
+        top = newest(_version_info(owner, package, r) for r in siblings)
+        if top is not None and top.version == info.version and wheel.description:
+            package.description = wheel.description  # the listing shows the newest summary
+        return info
 
     @staticmethod
     def _package(session: Session, owner_id: int, wheel: WheelDescription, norm: str,
@@ -310,7 +205,7 @@ class HubStore:
         try:
             with session.begin_nested():
                 package = Package(owner_id=owner_id, name=wheel.name, normalized_name=norm,
-                                  skeleton=_skeleton(wheel.name),
+                                  skeleton=name_skeleton(wheel.name),
                                   description=wheel.description, created_at=now)
                 session.add(package)
             return package
@@ -412,29 +307,7 @@ class HubStore:
             VersionNotFound: nothing matches (or everything that does is yanked).
             InvalidHubInput: ``version`` is neither a version nor a specifier.
         """
-        versions = self.list_versions(owner, name)
-        spec_text = (version or "").strip()
-        try:
-            pin: PEP440 | None = PEP440(spec_text.removeprefix("===").removeprefix("=="))
-        except InvalidVersion:
-            pin = None
-        if pin is not None and "*" not in spec_text:
-            for info in versions:
-                if PEP440(info.version) == pin:
-                    return info
-            raise VersionNotFound(f"{owner}/{name} has no version {pin}")
-        try:
-            spec = SpecifierSet(spec_text)
-        except InvalidSpecifier:
-            raise InvalidHubInput(f"{version!r} is neither a version nor a specifier") from None
-        live = {info.version: info for info in versions if not info.yanked}
-        matches = list(spec.filter(live))
-        if not matches:
-            yanked = " (the matching versions are yanked)" if any(
-                spec.contains(i.version, prereleases=True) for i in versions) else ""
-            raise VersionNotFound(f"no version of {owner}/{name} matches "
-                                  f"{spec_text or 'any'}{yanked}")
-        return live[str(max(matches, key=PEP440))]
+        return pick_version(self.list_versions(owner, name), version, f"{owner}/{name}")
 
     def search(self, text: str, *, limit: int = 50) -> list[PackageInfo]:
         """Packages whose owner, name or description contains ``text`` (case-insensitive).
@@ -485,9 +358,9 @@ class HubStore:
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _package_info(owner: str, package: Package, rows: Sequence[Version]) -> PackageInfo:
-        newest = _newest(rows)
+        top = newest(_version_info(owner, package, r) for r in rows)
         return PackageInfo(owner, package.name, package.normalized_name, package.description,
-                           package.created_at, newest.version if newest else None)
+                           package.created_at, top.version if top else None)
 
     def _package_row(self, session: Session, owner: str, name: str) -> Package:
         package = session.scalar(

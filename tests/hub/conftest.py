@@ -15,7 +15,8 @@ import pytest
 
 from gymhub.hub.blobs import FileBlobStore
 from gymhub.hub.db import HubDB
-from gymhub.hub.store import HubStore, WheelDescription
+from gymhub.hub.records import WheelDescription
+from gymhub.hub.store import HubStore
 
 PG_URL = os.environ.get("GYMHUB_TEST_POSTGRES_URL", "")
 

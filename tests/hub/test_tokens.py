@@ -20,7 +20,7 @@ from gymhub.errors import (
     TokenRevoked,
     TokenScopeError,
 )
-from gymhub.hub.db import HubDB, Owner, Token
+from gymhub.hub.db import HubDB, Owner, Token, utcnow
 from gymhub.hub.tokens import (
     authenticate,
     create_token,
@@ -98,7 +98,7 @@ def test_an_owner_can_revoke_only_their_own_tokens(db):
 
 
 def test_an_expired_token_is_refused(db_url):
-    now = [HubDB(db_url).clock()]
+    now = [utcnow()]
     db = HubDB(db_url, clock=lambda: now[0])
     _, token = create_token(db, "alice", expires_in=timedelta(days=30))
     authenticate(db, token, "read", owner="alice")
