@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -91,7 +92,7 @@ class HubStore:
         self.blobs = blobs
 
     @classmethod
-    def open(cls, url: str, storage: str) -> HubStore:
+    def open(cls, url: str, storage: str | os.PathLike[str]) -> HubStore:
         """A store on database ``url`` (migrated to head) with blobs under ``storage``."""
         return cls(HubDB(url), FileBlobStore(storage))
 
@@ -126,9 +127,9 @@ class HubStore:
                                  f"{wheel.size} bytes with sha256 {wheel.sha256}")
         key = (owner, normalize_name(wheel.name), canonicalize_version(v))
         existing = self._settled(key, wheel)
-        if existing is not None:
-            return PublishResult(existing, created=False)
         self.blobs.put(wheel.sha256, data)  # durable before any row can point at it
+        if existing is not None:  # (putting again also repairs a damaged copy)
+            return PublishResult(existing, created=False)
         for _ in range(_PUBLISH_ATTEMPTS):
             try:
                 with self.db.write() as session:

@@ -55,6 +55,15 @@ def test_the_same_bytes_again_are_a_no_op(hub, make_wheel):
     assert _rows(hub, Version) == 1
 
 
+def test_pushing_the_same_bytes_again_repairs_a_damaged_blob(hub, make_wheel):
+    desc, data = make_wheel()
+    info = hub.publish("alice", desc, data).version
+    hub.blobs.path(desc.sha256).chmod(0o644)
+    hub.blobs.path(desc.sha256).write_bytes(b"rot")
+    assert not hub.publish("alice", desc, data).created
+    assert hub.read_file(info) == data
+
+
 @pytest.mark.parametrize("other_version", ["1.0.0", "1.0", "1", "v1.0.0"])
 def test_other_bytes_for_a_published_version_are_refused(hub, make_wheel, other_version):
     desc, data = make_wheel(version="1.0.0")
