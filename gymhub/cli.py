@@ -354,6 +354,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run commands in the sandbox (see `gymhub sandbox exec --help`)",
         add_help=False,
     )
+    sub.add_parser(
+        "hub", help="run and administer a hub (see `gymhub hub --help`)", add_help=False
+    )
     return p
 
 
@@ -361,6 +364,7 @@ _DELEGATED = {
     "serve": "gymhub.server.cli",
     "sandbox": "gymhub.sandbox.cli",
     "train": "gymhub.trainer.cli",
+    "hub": "gymhub.hub.cli",
 }
 
 

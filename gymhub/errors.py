@@ -31,15 +31,29 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   ├── InvalidName              an owner, env name, env id or distribution name (``kind``)
     │   │   ├── ReservedName         kept for the hub itself (``admin``, ``simple``, ...)
     │   │   └── LookalikeName        same skeleton as an existing name (``l``/``1``, ``o``/``0``)
-    │   └── InvalidArchive           an uploaded wheel is refused (``member`` names the culprit)
-    │       ├── WheelFilenameError   not ``{dist}-{version}-py3-none-any.whl`` for a hub name
-    │       ├── CorruptArchive       not a zip, truncated, encrypted, or its parts disagree
-    │       ├── UnsafeMember         ``..``, absolute, backslash, NUL, symlink, ``.pth``, scripts
-    │       ├── DuplicateMember      same name, or same after case folding / NFC
-    │       ├── ArchiveTooLarge      member count, size or ratio cap (zip bombs)
-    │       ├── RecordMismatch       ``RECORD`` misses, adds or misstates a member
-    │       ├── WheelMetadataError   ``METADATA``/``WHEEL``/entry points malformed or disagreeing
-    │       └── NamespaceViolation   a name, env id or module of another owner
+    │   ├── InvalidArchive           an uploaded wheel is refused (``member`` names the culprit)
+    │   │   ├── WheelFilenameError   not ``{dist}-{version}-py3-none-any.whl`` for a hub name
+    │   │   ├── CorruptArchive       not a zip, truncated, encrypted, or its parts disagree
+    │   │   ├── UnsafeMember         ``..``, absolute, backslash, NUL, symlink, ``.pth``, scripts
+    │   │   ├── DuplicateMember      same name, or same after case folding / NFC
+    │   │   ├── ArchiveTooLarge      member count, size or ratio cap (zip bombs)
+    │   │   ├── RecordMismatch       ``RECORD`` misses, adds or misstates a member
+    │   │   ├── WheelMetadataError   ``METADATA``/``WHEEL``/entry points malformed or disagreeing
+    │   │   └── NamespaceViolation   a name, env id or module of another owner
+    │   └── HubStoreError            the hub's storage refused; ``status`` is its HTTP default
+    │       ├── OwnerNotFound        404 no such owner (namespace)
+    │       ├── PackageNotFound      404 no such package ("did you mean ...?")
+    │       ├── VersionNotFound      404 no such version, or none a request may resolve to
+    │       ├── VersionConflict      409 the version is taken by other bytes, or was deleted
+    │       ├── DigestMismatch       400 the bytes do not match their declared sha256 or size
+    │       ├── InvalidHubInput      400 a name, version, scope or field the store refuses
+    │       ├── BlobCorrupted        500 a stored blob is missing, truncated or altered
+    │       └── TokenError           a token cannot authorise this request
+    │           ├── TokenInvalid     401 malformed, unknown, or the secret does not match
+    │           ├── TokenRevoked     401 the token was revoked
+    │           ├── TokenExpired     401 the token is past its expiry
+    │           ├── TokenScopeError  403 the token lacks the scope (read, publish, yank)
+    │           └── TokenOwnerError  403 the token belongs to another owner's namespace
     └── ServerError                  answered by (or about) an environment server; ``status``
         ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, restarted)
         ├── SeqConflict              409 a stale or skipped ``seq`` (``expected`` says which)
@@ -73,9 +87,11 @@ __all__ = [
     "ArchiveTooLarge",
     "AtCapacity",
     "BackendError",
+    "BlobCorrupted",
     "ConfigError",
     "CorruptArchive",
     "DeadlineExceeded",
+    "DigestMismatch",
     "DuplicateEnv",
     "DuplicateMember",
     "EnvCheckFailed",
@@ -87,12 +103,16 @@ __all__ = [
     "EpisodeNotStarted",
     "GymhubError",
     "HubError",
+    "HubStoreError",
     "InternalServerError",
     "InvalidArchive",
+    "InvalidHubInput",
     "InvalidName",
     "InvalidRequest",
     "LookalikeName",
     "NamespaceViolation",
+    "OwnerNotFound",
+    "PackageNotFound",
     "PayloadTooLarge",
     "QueryError",
     "RecordMismatch",
@@ -110,9 +130,17 @@ __all__ = [
     "TaskFileError",
     "TaskNotFound",
     "TemplateError",
+    "TokenError",
+    "TokenExpired",
+    "TokenInvalid",
+    "TokenOwnerError",
+    "TokenRevoked",
+    "TokenScopeError",
     "ToolError",
     "Unauthorized",
     "UnsafeMember",
+    "VersionConflict",
+    "VersionNotFound",
     "WheelFilenameError",
     "WheelMetadataError",
     "error_from_code",
@@ -518,6 +546,110 @@ class RequestTimeout(ServerUnreachable):
     """The server did not answer within the client's timeout."""
 
     code = "request_timeout"
+
+
+# ------------------------------------------------------------------ hub storage errors
+class HubStoreError(HubError):
+    """The hub's storage layer refused an operation or could not find what it names.
+
+    Attributes:
+        status: the HTTP status the hub service answers this error with by default.
+    """
+
+    code = "hub_store_error"
+    status = 500
+
+
+class OwnerNotFound(HubStoreError):
+    """No owner (namespace) has that name."""
+
+    code = "owner_not_found"
+    status = 404
+
+
+class PackageNotFound(HubStoreError):
+    """No package has that owner and name; the message suggests near names, never uses them."""
+
+    code = "package_not_found"
+    status = 404
+
+
+class VersionNotFound(HubStoreError):
+    """The version does not exist, or nothing un-yanked satisfies the request."""
+
+    code = "version_not_found"
+    status = 404
+
+
+class VersionConflict(HubStoreError):
+    """``(owner, name, version)`` already maps to other bytes, or was deleted for good.
+
+    Versions are immutable and never reused: publishing the same bytes again is a no-op,
+    anything else under that version is this error, yanked or deleted included.
+    """
+
+    code = "version_conflict"
+    status = 409
+
+
+class DigestMismatch(HubStoreError, ValueError):
+    """The uploaded bytes do not hash to (or are not the size of) what was declared."""
+
+    code = "digest_mismatch"
+    status = 400
+
+
+class InvalidHubInput(HubStoreError, ValueError):
+    """A name, version, scope, duration or other field the hub store cannot accept."""
+
+    code = "invalid_hub_input"
+    status = 400
+
+
+class BlobCorrupted(HubStoreError):
+    """A stored blob is missing, or its size or digest is not what the database records."""
+
+    code = "blob_corrupted"
+    status = 500
+
+
+class TokenError(HubStoreError):
+    """A token cannot authorise this request."""
+
+    code = "token_error"
+    status = 401
+
+
+class TokenInvalid(TokenError):
+    """The token is malformed or unknown, or its secret does not match."""
+
+    code = "token_invalid"
+
+
+class TokenRevoked(TokenError):
+    """The token was revoked."""
+
+    code = "token_revoked"
+
+
+class TokenExpired(TokenError):
+    """The token is past its expiry time."""
+
+    code = "token_expired"
+
+
+class TokenScopeError(TokenError):
+    """The token is valid but lacks the scope this request needs."""
+
+    code = "token_scope"
+    status = 403
+
+
+class TokenOwnerError(TokenError):
+    """The token is valid but belongs to another owner's namespace."""
+
+    code = "token_owner"
+    status = 403
 
 
 _SERVER_CLASSES: tuple[type[ServerError], ...] = (

@@ -1,0 +1,114 @@
+"""``gymhub hub ...``: run and administer a hub (``gymhub hub token create|revoke|list``).
+
+Token commands talk to the hub's database directly, so they are for whoever runs the hub;
+users get tokens from it. ``create`` prints the token alone on stdout, as its last line,
+and everything else on stderr, so ``TOKEN=$(gymhub hub token create ...)`` works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gymhub.hub.db import HubDB
+
+__all__ = ["main"]
+
+
+def _db(args: argparse.Namespace) -> HubDB:
+    from gymhub.hub.db import HubDB
+
+    return HubDB(args.db)
+
+
+def _cmd_token_create(args: argparse.Namespace) -> int:
+    from gymhub.hub.tokens import create_token, parse_duration
+
+    expires = parse_duration(args.expires)
+    db = _db(args)
+    try:
+        info, token = create_token(db, args.owner, args.scope or ("read", "publish"),
+                                   expires_in=expires, description=args.description)
+    finally:
+        db.close()
+    until = f"{info.expires_at:%Y-%m-%d %H:%M}Z" if info.expires_at else "never"
+    print(f"created token {info.prefix} for {info.owner!r}: scopes "
+          f"{', '.join(sorted(info.scopes))}; expires {until}. It is shown only once:",
+          file=sys.stderr)
+    print(token)
+    return 0
+
+
+def _cmd_token_revoke(args: argparse.Namespace) -> int:
+    from gymhub.hub.tokens import revoke_token
+
+    db = _db(args)
+    try:
+        info = revoke_token(db, args.token_id)
+    finally:
+        db.close()
+    print(f"revoked {info.prefix} of {info.owner!r}")
+    return 0
+
+
+def _cmd_token_list(args: argparse.Namespace) -> int:
+    from gymhub.hub.tokens import list_tokens
+
+    db = _db(args)
+    try:
+        tokens = list_tokens(db, args.owner)
+        now = db.clock()
+    finally:
+        db.close()
+    for t in tokens:
+        state = ("revoked" if t.revoked_at else
+                 "expired" if t.expires_at and t.expires_at <= now else "active")
+        until = f"{t.expires_at:%Y-%m-%d}" if t.expires_at else "never"
+        print(f"{t.prefix}  {state:<7}  {','.join(sorted(t.scopes)):<18}  expires {until}  "
+              f"{t.description}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    from gymhub.hub.db import default_db_url
+
+    p = argparse.ArgumentParser(prog="gymhub hub", description="run and administer a hub")
+    sub = p.add_subparsers(dest="hub_command", required=True)
+    token = sub.add_parser("token", help="create, revoke and list API tokens")
+    tsub = token.add_subparsers(dest="token_command", required=True)
+    db_help = "hub database URL (default: $GYMHUB_HUB_DB or ~/.local/share/gymhub/hub.db)"
+
+    create = tsub.add_parser("create", help="mint a token (creates the owner if needed)")
+    create.add_argument("--owner", required=True, help="the namespace the token acts for")
+    create.add_argument("--scope", action="append", choices=["read", "publish", "yank"],
+                        help="repeat for several (default: read and publish)")
+    create.add_argument("--expires", default="never", help="lifetime: 30d, 12h, 1w, never")
+    create.add_argument("--description", default="", help="a note shown in listings")
+    create.add_argument("--db", default=default_db_url(), help=db_help)
+    create.set_defaults(fn=_cmd_token_create)
+
+    revoke = tsub.add_parser("revoke", help="revoke a token by id (or its ghub_<id> prefix)")
+    revoke.add_argument("token_id")
+    revoke.add_argument("--db", default=default_db_url(), help=db_help)
+    revoke.set_defaults(fn=_cmd_token_revoke)
+
+    lst = tsub.add_parser("list", help="list an owner's tokens (never their secrets)")
+    lst.add_argument("--owner", required=True)
+    lst.add_argument("--db", default=default_db_url(), help=db_help)
+    lst.set_defaults(fn=_cmd_token_list)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``gymhub hub``; errors print one line and exit with status 2."""
+    from gymhub.errors import GymhubError
+
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return int(args.fn(args))
+    except GymhubError as exc:
+        print(f"gymhub hub: error: {exc}", file=sys.stderr)
+        return 2

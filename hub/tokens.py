@@ -1,0 +1,277 @@
+"""API tokens: scoped to one owner and to actions, expiring, revocable, stored hashed.
+
+**Format.** ``ghub_<id>_<secret>``: ``id`` is 16 hex characters, the token row's primary
+key and safe to show (listings print ``ghub_<id>``); ``secret`` is 43 base-62 characters
+(256 bits). Naming its own row lets a request be authenticated with one primary-key
+lookup and one comparison instead of a scan over every stored digest, and the fixed
+``ghub_`` prefix lets secret scanners recognise a leaked token. The alphabet has no
+``-`` or ``_`` inside the secret, so a double-click selects the whole token.
+
+**Storage.** Only ``sha256(token)`` is kept. A slow password hash would add nothing:
+256 random bits cannot be guessed, and the digest is compared in constant time
+(:func:`hmac.compare_digest`), so a stolen database does not yield working tokens and the
+timing of a refusal does not reveal a prefix.
+
+**Refusals** (each its own :class:`~gymhub.errors.TokenError`): malformed, unknown id or
+wrong secret are all :class:`~gymhub.errors.TokenInvalid` on purpose: a client must not be
+able to tell whether an id exists. Then revoked, expired, another owner's namespace, and
+a missing scope, in that order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import string
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gymhub.errors import (
+    InvalidHubInput,
+    OwnerNotFound,
+    TokenExpired,
+    TokenInvalid,
+    TokenOwnerError,
+    TokenRevoked,
+    TokenScopeError,
+)
+from gymhub.hub.db import SCOPES, HubDB, Owner, Token
+
+__all__ = [
+    "TOKEN_PREFIX",
+    "TokenInfo",
+    "authenticate",
+    "check_owner_name",
+    "create_token",
+    "ensure_owner",
+    "list_tokens",
+    "parse_duration",
+    "parse_scopes",
+    "revoke_token",
+]
+
+TOKEN_PREFIX = "ghub_"
+_ALPHABET = string.ascii_letters + string.digits
+_SECRET_LEN = 43  # 43 * log2(62) = 256.1 bits
+_TOKEN = re.compile(rf"{TOKEN_PREFIX}([0-9a-f]{{16}})_([A-Za-z0-9]{{{_SECRET_LEN}}})")
+#: ``last_used_at`` is refreshed at most this often, so reads don't all become writes.
+LAST_USED_GRANULARITY = timedelta(minutes=1)
+_OWNER = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,37}[a-z0-9])?")
+_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """What is known about a token, never its secret.
+
+    Attributes:
+        id: public identifier; the token reads ``ghub_<id>_...``.
+        owner: the namespace it acts for.
+        scopes: a non-empty subset of ``read``, ``publish``, ``yank``.
+    """
+
+    id: str
+    owner: str
+    scopes: frozenset[str]
+    description: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    @property
+    def prefix(self) -> str:
+        """The token's visible part, ``ghub_<id>``: enough to recognise it in a listing."""
+        return f"{TOKEN_PREFIX}{self.id}"
+
+
+def _info(row: Token, owner: str) -> TokenInfo:
+    return TokenInfo(row.id, owner, frozenset(row.scopes.split(",")), row.description,
+                     row.created_at, row.expires_at, row.revoked_at, row.last_used_at)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_owner_name(name: str) -> str:
+    """Placeholder owner-name rule (lowercase, digits, inner hyphens, <= 39 characters).
+
+    Replaced by :mod:`gymhub.hub.names` when that lands; kept strict so nothing it lets
+    through today can collide after the real normalisation.
+    """
+    if not isinstance(name, str) or not _OWNER.fullmatch(name):
+        raise InvalidHubInput(f"invalid owner name {name!r}: use a-z, 0-9 and inner '-'")
+    return name
+
+
+def parse_scopes(scopes: Iterable[str]) -> frozenset[str]:
+    """Validate scope names; the result is non-empty.
+
+    Raises:
+        InvalidHubInput: an unknown scope, or none at all.
+    """
+    out = frozenset(scopes)
+    if not out or not out <= set(SCOPES):
+        raise InvalidHubInput(f"scopes must be a non-empty subset of {list(SCOPES)}, "
+                             f"not {sorted(out)}")
+    return out
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """``"30d"``, ``"12h"``, ``"1w2d"``, ``"90m"``, ``"3600s"``; ``"never"`` is ``None``.
+
+    Raises:
+        InvalidHubInput: anything else, or a zero duration.
+    """
+    text = text.strip().lower()
+    if text in {"never", "none", ""}:
+        return None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != text.replace(" ", ""):
+        raise InvalidHubInput(f"invalid duration {text!r}: use e.g. 30d, 12h, 1w, or never")
+    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise InvalidHubInput("a token's lifetime must be positive")
+    return timedelta(seconds=seconds)
+
+
+def ensure_owner(session: Session, name: str, now: datetime) -> Owner:
+    """The owner called ``name``, created if missing (safe against a concurrent create)."""
+    check_owner_name(name)
+    found = session.scalar(sa.select(Owner).where(Owner.name == name))
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            owner = Owner(name=name, created_at=now)
+            session.add(owner)
+        return owner
+    except IntegrityError:  # created by someone else since our select
+        return session.scalars(sa.select(Owner).where(Owner.name == name)).one()
+
+
+def create_token(db: HubDB, owner: str, scopes: Iterable[str] = ("read", "publish"), *,
+                 expires_in: timedelta | None = None,
+                 description: str = "") -> tuple[TokenInfo, str]:
+    """Mint a token for ``owner``, creating the owner if needed.
+
+    Args:
+        db: the hub database.
+        owner: the namespace the token may act for.
+        scopes: what it may do; yank must be asked for explicitly.
+        expires_in: lifetime from now; ``None`` never expires (revoke it instead).
+        description: a note for the owner's listing (where it is used, say).
+
+    Returns:
+        ``(info, token)``; ``token`` is the only copy of the secret, shown once.
+    """
+    wanted = parse_scopes(scopes)
+    if expires_in is not None and expires_in <= timedelta(0):
+        raise InvalidHubInput("a token's lifetime must be positive")
+    token_id = secrets.token_hex(8)
+    token = f"{TOKEN_PREFIX}{token_id}_" + "".join(
+        secrets.choice(_ALPHABET) for _ in range(_SECRET_LEN))
+    now = db.clock()
+    with db.write() as session:
+        row = Token(id=token_id, owner_id=ensure_owner(session, owner, now).id,
+                    secret_sha256=_digest(token), scopes=",".join(sorted(wanted)),
+                    description=description[:200], created_at=now,
+                    expires_at=None if expires_in is None else now + expires_in,
+                    revoked_at=None, last_used_at=None)
+        session.add(row)
+    return _info(row, owner), token
+
+
+def authenticate(db: HubDB, token: str, scope: str, *, owner: str | None) -> TokenInfo:
+    """The token's record, if it may do ``scope`` in ``owner``'s namespace now.
+
+    Args:
+        db: the hub database.
+        token: the full token as the client sent it.
+        scope: ``read``, ``publish`` or ``yank``.
+        owner: the namespace the request acts on; ``None`` only for requests about the
+            token itself (who am I), never for an action on a package.
+
+    Raises:
+        TokenInvalid: malformed, unknown, or wrong secret (indistinguishable on purpose).
+        TokenRevoked: revoked.
+        TokenExpired: past its expiry.
+        TokenOwnerError: a token of another owner.
+        TokenScopeError: lacking ``scope``.
+    """
+    parse_scopes([scope])
+    match = _TOKEN.fullmatch(token.strip()) if isinstance(token, str) else None
+    if match is None:
+        raise TokenInvalid("the token is not a gymhub hub token (ghub_<id>_<secret>)")
+    now = db.clock()
+    with db.read() as session:
+        found = session.execute(
+            sa.select(Token, Owner.name).join(Owner).where(Token.id == match.group(1))
+        ).first()
+        expected = found[0].secret_sha256 if found else _digest("")  # same work either way
+        if not hmac.compare_digest(expected, _digest(token.strip())) or found is None:
+            raise TokenInvalid("the token is not recognised")
+        row, owner_name = found
+        info = _info(row, owner_name)
+    if info.revoked_at is not None:
+        raise TokenRevoked(f"token {info.prefix} was revoked at {info.revoked_at:%Y-%m-%d %H:%M}Z")
+    if info.expires_at is not None and info.expires_at <= now:
+        raise TokenExpired(f"token {info.prefix} expired at {info.expires_at:%Y-%m-%d %H:%M}Z")
+    if owner is not None and owner != info.owner:
+        raise TokenOwnerError(f"token {info.prefix} belongs to {info.owner!r}, not {owner!r}")
+    if scope not in info.scopes:
+        raise TokenScopeError(f"token {info.prefix} lacks the {scope!r} scope "
+                              f"(it has {', '.join(sorted(info.scopes))})")
+    if info.last_used_at is None or now - info.last_used_at >= LAST_USED_GRANULARITY:
+        with db.write() as session:
+            session.execute(sa.update(Token).where(Token.id == info.id)
+                            .values(last_used_at=now))
+    return info
+
+
+def revoke_token(db: HubDB, token_id: str, *, owner: str | None = None) -> TokenInfo:
+    """Revoke a token by id (idempotent: the first revocation time is kept).
+
+    Args:
+        db: the hub database.
+        token_id: the id, or the visible prefix ``ghub_<id>``.
+        owner: when given, only that owner's token may be revoked (the HTTP layer passes
+            the caller's namespace); the CLI, run by the operator, passes ``None``.
+
+    Raises:
+        TokenInvalid: no such token (or not ``owner``'s).
+    """
+    token_id = token_id.removeprefix(TOKEN_PREFIX).partition("_")[0]
+    with db.write() as session:
+        found = session.execute(
+            sa.select(Token, Owner.name).join(Owner).where(Token.id == token_id)
+        ).first()
+        if found is None or (owner is not None and found[1] != owner):
+            raise TokenInvalid(f"no token with id {token_id!r}")
+        row, owner_name = found
+        if row.revoked_at is None:
+            row.revoked_at = db.clock()
+        return _info(row, owner_name)
+
+
+def list_tokens(db: HubDB, owner: str) -> list[TokenInfo]:
+    """Every token of ``owner``, oldest first, revoked and expired ones included.
+
+    Raises:
+        OwnerNotFound: no such owner.
+    """
+    with db.read() as session:
+        if session.scalar(sa.select(Owner.id).where(Owner.name == owner)) is None:
+            raise OwnerNotFound(f"no owner named {owner!r}")
+        rows = session.scalars(sa.select(Token).join(Owner).where(Owner.name == owner)
+                               .order_by(Token.created_at, Token.id)).all()
+        return [_info(r, owner) for r in rows]
