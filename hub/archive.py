@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import configparser
 import csv
+import dataclasses
 import email.message
 import email.parser
 import hashlib
@@ -54,6 +55,7 @@ from gymhub.errors import (
 )
 
 from .names import normalize, parse_distribution_name, parse_env_id, validate_owner
+from .records import WheelDescription
 from .zipcheck import ArchiveLimits, Member, scan_zip
 
 __all__ = ["ENTRY_POINT_GROUP", "ArchiveLimits", "WheelFile", "WheelInfo", "WheelMetadata",
@@ -138,6 +140,15 @@ class WheelInfo:
         for f in sorted(self.files, key=lambda f: f.path):
             h.update(f"{f.path}\0{f.size}\0{f.sha256}\n".encode())
         return h.hexdigest()
+
+    def describe(self) -> WheelDescription:
+        """What the store records of this wheel (:meth:`HubStore.publish`'s input)."""
+        meta = dataclasses.asdict(self.metadata)
+        meta["top_level"] = list(self.top_level)
+        return WheelDescription(
+            name=self.env_name, version=self.version, sha256=self.sha256, size=self.size,
+            filename=self.filename, env_ids=self.env_ids, metadata=meta,
+            description=self.metadata.summary)
 
 
 def validate_wheel(data: bytes | str | os.PathLike[str], *, owner: str,

@@ -256,3 +256,21 @@ def test_the_hub_accepts_what_env_build_makes_and_only_for_its_owner(built):
     assert list(info.env_ids) == ["alice/word-ladder-v0"]
     with pytest.raises(NamespaceViolation):
         validate_wheel(wheel, owner="bob")
+
+
+def test_a_built_scaffold_publishes_and_resolves(built, tmp_path):
+    from gymhub.hub.archive import validate_wheel
+    from gymhub.hub.store import HubStore
+    from gymhub.hub.tokens import create_token
+
+    _, wheel, _ = built
+    data = wheel.read_bytes()
+    info = validate_wheel(data, owner="alice", filename=wheel.name)
+    store = HubStore.open(f"sqlite:///{tmp_path / 'hub.db'}", tmp_path / "blobs")
+    create_token(store.db, "alice")  # the owner exists once it has a token
+    result = store.publish("alice", info.describe(), data)
+    assert result.created
+    resolved = store.resolve("alice", "word-ladder")
+    assert resolved.sha256 == info.sha256 and resolved.version == "0.1.0"
+    assert store.read_file(resolved) == data
+    assert not store.publish("alice", info.describe(), data).created  # same bytes: a no-op
