@@ -279,6 +279,7 @@ def test_pip_installs_the_real_scaffold_from_the_index(built, server, tmp_path):
     assert name == "gymhub_env_5_alice_word_ladder-0.1.0.dist-info"
     assert meta == metadata_of(data)
     assert f"/files/{sha(data)}/{wheel.name}" in seen  # that exact file, by digest
+    assert f"/files/{sha(data)}/{wheel.name}.metadata" in seen  # PEP 658: pip read it first
 
     # A 0.2.0, then yank 0.1.0: unpinned skips it, an exact pin still gets it (PEP 592).
     copy = tmp_path / "word-ladder"
