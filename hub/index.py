@@ -27,6 +27,7 @@ import hashlib
 import html
 import io
 import json
+import logging
 import threading
 import zipfile
 from collections import OrderedDict
@@ -43,7 +44,7 @@ from packaging.version import InvalidVersion, Version
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
-from gymhub.errors import InvalidName, PackageNotFound
+from gymhub.errors import BlobCorrupted, InvalidName, PackageNotFound
 from gymhub.hub.db import Owner, Package
 from gymhub.hub.db import Version as VersionRow
 from gymhub.hub.names import (
@@ -72,6 +73,7 @@ _PAGE_CACHE = "public, max-age=60"  # a yank shows within a minute behind a shar
 _CHUNK = 256 * 1024
 _MAX_METADATA = 1 << 20  # the archive checker's cap on METADATA, again
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 
 
 def negotiate(accept: str | None, fmt: str | None = None) -> str | None:
@@ -133,7 +135,12 @@ class _MetadataCache:
             if info.sha256 in self._items:
                 self._items.move_to_end(info.sha256)
                 return self._items[info.sha256]
-        found = wheel_metadata(store.read_file(info), info.filename)  # verified read
+        try:
+            found = wheel_metadata(store.read_file(info), info.filename)  # verified read
+        except BlobCorrupted:  # not cached: a repaired blob (re-push) brings it back
+            _log.error("blob of %s is damaged; its core metadata is not advertised",
+                       info.filename)
+            return None
         with self._lock:
             self._items[info.sha256] = found
             while len(self._items) > self._capacity:

@@ -302,3 +302,14 @@ def test_pip_installs_the_real_scaffold_from_the_index(built, server, tmp_path):
 
     r = pip_install(url, "gymhub-env-5-alice-word-ladde", tmp_path / "d")  # a typo
     assert r.returncode != 0 and not list((tmp_path / "d").glob("*.dist-info"))
+
+
+def test_a_damaged_blob_drops_its_core_metadata_not_the_page(hub, store, client):
+    filename, data = hub["0.2.0"]
+    store.blobs.path(sha(data)).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size
+    r = client.get(f"/simple/{PROJECT}/?format=json")
+    assert r.status_code == 200
+    files = {f["filename"]: f for f in r.json()["files"]}
+    assert "core-metadata" not in files[filename]
+    assert "core-metadata" in files[hub["0.1.0"][0]]
+    assert client.get(f"/files/{sha(data)}/{filename}.metadata").status_code == 404
