@@ -170,3 +170,32 @@ class HubClient:
     def whoami(self) -> dict[str, Any]:
         """The token's owner and scopes."""
         return self._call("GET", "/api/v1/whoami")[1]
+
+
+def parse_ref(ref: str, *, version: bool) -> tuple[str, str, str | None]:
+    """``OWNER/NAME[@VERSION]`` as typed on the command line.
+
+    Raises:
+        ConfigError: not that shape, or a version missing where one is needed.
+    """
+    base, at, ver = ref.partition("@")
+    owner, slash, name = base.partition("/")
+    if not slash or not owner or not name or "/" in name or (at and not ver):
+        raise ConfigError(f"{ref!r}: expected OWNER/NAME{'@VERSION' if version else ''}")
+    if version and not ver:
+        raise ConfigError(f"{ref!r}: name the version, as OWNER/NAME@VERSION")
+    return owner, name, ver or None
+
+
+def format_package(page: dict[str, Any]) -> str:
+    """A package page for a terminal: the header, then one line per version."""
+    lines = [f"{page['id']}: {page.get('description') or '(no description)'}",
+             f"latest: {page.get('latest') or 'none (every version is yanked)'}"]
+    for v in page.get("versions", []):
+        state = f"YANKED: {v['yank_reason']}" if v.get("yanked") else "ok"
+        check = (v.get("check") or {}).get("status", "unchecked")
+        lines.append(f"  {v['version']:<12} {v['uploaded_at'][:19]}Z  sha256 {v['sha256']}  "
+                     f"{v['size']} bytes  check {check}  {state}")
+        if v.get("env_ids"):
+            lines.append(f"               envs: {', '.join(v['env_ids'])}")
+    return "\n".join(lines)
