@@ -174,7 +174,9 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
     @app.post("/api/v1/upload")
     async def upload(request: Request, filename: str | None = Query(None)) -> JSONResponse:
         declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > max_upload_bytes):
+        if declared is not None and not declared.isdigit():
+            raise InvalidRequest(f"Content-Length {declared!r} is not a byte count")
+        if declared is not None and int(declared) > max_upload_bytes:
             raise PayloadTooLarge(f"the upload declares {declared} bytes; this hub takes "
                                   f"wheels of at most {max_upload_bytes} bytes")
         name, owner = _upload_owner(request.headers.get("x-filename") or filename)

@@ -43,7 +43,7 @@ from gymhub.errors import (
     TokenScopeError,
 )
 from gymhub.hub.db import SCOPES, HubDB, Owner, Token
-from gymhub.hub.names import validate_owner
+from gymhub.hub.names import check_not_lookalike, validate_owner
 
 __all__ = [
     "TOKEN_PREFIX",
@@ -145,11 +145,17 @@ def parse_duration(text: str) -> timedelta | None:
 
 
 def ensure_owner(session: Session, name: str, now: datetime) -> Owner:
-    """The owner called ``name``, created if missing (safe against a concurrent create)."""
+    """The owner called ``name``, created if missing (safe against a concurrent create).
+
+    Raises:
+        InvalidName: a malformed or reserved name.
+        LookalikeName: a new owner that looks like an existing one (``a1ice``/``alice``).
+    """
     check_owner_name(name)
     found = session.scalar(sa.select(Owner).where(Owner.name == name))
     if found is not None:
         return found
+    check_not_lookalike("owner", name, list(session.scalars(sa.select(Owner.name))))
     try:
         with session.begin_nested():
             owner = Owner(name=name, created_at=now)

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from gymhub.errors import (
     InvalidHubInput,
     InvalidName,
+    LookalikeName,
     OwnerNotFound,
     TokenExpired,
     TokenInvalid,
@@ -209,3 +210,10 @@ def test_cli_uses_the_environment_database_and_reports_errors(tmp_path):
     bad = _cli("token", "create", "--owner", "Bob!", env=env)
     assert bad.returncode == 2 and "invalid owner 'Bob!'" in bad.stderr
     assert "token" in _cli("--help").stdout
+
+
+def test_a_new_owner_that_looks_like_an_existing_one_is_refused(db):
+    create_token(db, "alice")
+    with pytest.raises(LookalikeName, match="alice"):
+        create_token(db, "a1ice")
+    create_token(db, "alice")  # the same owner again is fine
