@@ -116,6 +116,12 @@ def test_init_push_info_repush_yank(hub, alice, tmp_path):
     assert "YANKED: broken verifier" in info.stdout and "latest: none" in info.stdout
 
 
+def test_init_takes_the_owner_from_the_token(hub, alice, tmp_path):
+    out = gymhub("env", "init", "chess", "--dir", str(tmp_path), GYMHUB_HUB_URL=hub.url,
+                 GYMHUB_HUB_TOKEN=alice)
+    assert out.returncode == 0 and "alice/chess-v0" in out.stdout, out.stdout + out.stderr
+
+
 def test_missing_hub_or_token_is_a_clear_error(tmp_path, hub):
     wheel = tmp_path / "gymhub_env_5_alice_wordle-0.1.0-py3-none-any.whl"
     wheel.write_bytes(b"x")
