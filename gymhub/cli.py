@@ -139,6 +139,85 @@ def _cmd_env_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_push(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gymhub.hub.client import HubClient
+
+    client = HubClient.from_env(args.hub)  # before building: a missing token fails fast
+    target = Path(os.path.expanduser(args.path))
+    if target.is_dir():
+        from gymhub.hub.build import build_wheel
+        from gymhub.hub.project import load_package, read_package
+
+        package = read_package(target)
+        if not args.no_check and not _check_ids(load_package(package), args):
+            print("gymhub: error: the check failed, so nothing was pushed", file=sys.stderr)
+            return 1
+        target = build_wheel(package.root)
+    elif target.suffix != ".whl":
+        from gymhub.errors import ConfigError
+
+        raise ConfigError(f"{args.path}: push a package directory or a .whl file")
+    with client:
+        reply = client.upload(target)
+    what = "published" if reply["created"] else "already published (same bytes)"
+    print(f"{what}: {reply['id']} {reply['version']} sha256 {reply['sha256']}")
+    return 0
+
+
+def _cmd_yank(args: argparse.Namespace) -> int:
+    from gymhub.hub.client import HubClient, parse_ref
+
+    owner, name, version = parse_ref(args.ref, version=True)
+    with HubClient.from_env(args.hub) as client:
+        reply = client.yank(owner, name, str(version), args.reason)
+    print(f"yanked {reply['id']} {reply['version']}: {reply['yank_reason']}")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from gymhub.hub.client import HubClient
+
+    with HubClient.from_env(args.hub, need_token=False) as client:
+        results = client.search(args.text)
+    for r in results:
+        print(f"{r['id']:<40} {r.get('latest') or '-':<10} {r.get('description', '')}")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from gymhub.hub.client import HubClient, format_package, parse_ref
+
+    owner, name, _ = parse_ref(args.ref, version=False)
+    with HubClient.from_env(args.hub, need_token=False) as client:
+        print(format_package(client.package(owner, name)))
+    return 0
+
+
+def _add_hub_commands(sub: Any) -> None:
+    hub_help = "the hub's URL (default: $GYMHUB_HUB_URL)"
+    push = sub.add_parser("push", help="check, build and publish an environment to a hub")
+    push.add_argument("path", nargs="?", default=".", help="a package directory or a .whl")
+    push.add_argument("--hub", default=None, help=hub_help)
+    push.add_argument("--no-check", action="store_true", help="push without running the check")
+    _add_check_options(push)
+    push.set_defaults(fn=_cmd_push)
+    yank = sub.add_parser("yank", help="hide a published version from resolution")
+    yank.add_argument("ref", metavar="OWNER/NAME@VERSION")
+    yank.add_argument("--reason", required=True, help="shown to everyone who pins it")
+    yank.add_argument("--hub", default=None, help=hub_help)
+    yank.set_defaults(fn=_cmd_yank)
+    search = sub.add_parser("search", help="search a hub's environments")
+    search.add_argument("text")
+    search.add_argument("--hub", default=None, help=hub_help)
+    search.set_defaults(fn=_cmd_search)
+    info = sub.add_parser("info", help="show an environment's versions on a hub")
+    info.add_argument("ref", metavar="OWNER/NAME")
+    info.add_argument("--hub", default=None, help=hub_help)
+    info.set_defaults(fn=_cmd_info)
+
+
 def _cmd_eval_model(args: argparse.Namespace) -> int:
     from gymhub.envs.registration import parse_env_args
     from gymhub.trainer.evaluate import evaluate_model
@@ -319,6 +398,8 @@ def _build_parser() -> argparse.ArgumentParser:
     build.add_argument("--no-check", action="store_true", help="build without running the check")
     _add_check_options(build)
     build.set_defaults(fn=_cmd_env_build)
+
+    _add_hub_commands(sub)
 
     ev = sub.add_parser("eval", help="score a policy on an environment's tasks")
     ev.add_argument("env")

@@ -1,4 +1,8 @@
-"""``gymhub hub ...``: run and administer a hub (``gymhub hub token create|revoke|list``).
+"""``gymhub hub ...``: run a hub (``serve``) and administer it (``token create|revoke|list``).
+
+``serve`` binds its socket and migrates the database before it prints
+``hub serving at http://HOST:PORT`` (the real port, when asked for port 0), so a script
+or test may connect as soon as that line appears.
 
 Token commands talk to the hub's database directly, so they are for whoever runs the hub;
 users get tokens from it. ``create`` prints the token alone on stdout, as its last line,
@@ -8,8 +12,10 @@ and everything else on stderr, so ``TOKEN=$(gymhub hub token create ...)`` works
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -72,6 +78,48 @@ def _cmd_token_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def default_storage(db_url: str) -> Path:
+    """Where wheels go by default: beside a SQLite database file, else the data directory."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return Path(str(url.database)).expanduser().resolve().parent / "hub-files"
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "gymhub" / "hub-files"
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import socket
+
+    import uvicorn
+
+    from gymhub.hub.service import create_hub_app
+    from gymhub.hub.store import HubStore
+
+    if args.db.startswith("sqlite:///"):
+        Path(args.db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True,
+                                                                            exist_ok=True)
+    storage = Path(args.storage) if args.storage else default_storage(args.db)
+    store = HubStore.open(args.db, storage)
+    app = create_hub_app(store, max_upload_bytes=args.max_upload_mb << 20)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(128)  # connections queue from here on, so "ready" below is true
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    print(f"hub serving at http://{shown}:{port}", flush=True)
+    print(f"database {args.db}, files under {storage}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        store.db.close()
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     from gymhub.hub.db import default_db_url
 
@@ -80,6 +128,17 @@ def _parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="create, revoke and list API tokens")
     tsub = token.add_subparsers(dest="token_command", required=True)
     db_help = "hub database URL (default: $GYMHUB_HUB_DB or ~/.local/share/gymhub/hub.db)"
+
+    serve = sub.add_parser("serve", help="serve the hub's HTTP API")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    serve.add_argument("--port", type=int, default=8700, help="port (0: any free one)")
+    serve.add_argument("--db", default=default_db_url(), help=db_help)
+    serve.add_argument("--storage", default=None,
+                       help="directory for wheel files (default: hub-files/ beside the db)")
+    serve.add_argument("--max-upload-mb", type=int, default=64, help="largest wheel accepted")
+    serve.add_argument("--log-level", default="warning",
+                       choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(fn=_cmd_serve)
 
     create = tsub.add_parser("create", help="mint a token (creates the owner if needed)")
     create.add_argument("--owner", required=True, help="the namespace the token acts for")

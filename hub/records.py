@@ -4,8 +4,8 @@ These are snapshots, free of the database (no SQLAlchemy here), so the HTTP laye
 serialise them and a client can resolve a version from a listing with the same rule the
 hub uses (:func:`pick_version`).
 
-The name rules are placeholders that refuse anything the real ones
-(:mod:`gymhub.hub.names`) would refuse; they go when that module is wired in.
+Package names are checked loosely here (the archive checker applied the strict rule to
+the wheel already); owners and look-alike keys come from :mod:`gymhub.hub.names`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from gymhub.errors import InvalidHubInput, VersionNotFound
+from gymhub.hub.names import skeleton
 
 __all__ = [
     "CheckInfo",
@@ -44,8 +45,8 @@ def normalize_name(name: str) -> str:
 
 
 def name_skeleton(name: str) -> str:
-    """Placeholder look-alike key; :mod:`gymhub.hub.names` will supply the real one."""
-    return name.lower()
+    """The look-alike key stored with a package (:func:`gymhub.hub.names.skeleton`)."""
+    return skeleton(name)
 
 
 def check_package_name(name: str) -> str:

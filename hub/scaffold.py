@@ -42,6 +42,7 @@ __all__ = [
 
 #: The environment variable holding the hub token (the owner defaults to the token's).
 TOKEN_ENV = "GYMHUB_HUB_TOKEN"
+HUB_URL_ENV = "GYMHUB_HUB_URL"
 
 #: (template resource under templates/env, path in the new package; MODULE is replaced).
 _FILES = (
@@ -95,16 +96,23 @@ def env_id(owner: str, name: str, major: int = 0) -> str:
     return f"{owner}/{name}-v{major}"
 
 
-def owner_from_token(token: str) -> str:
-    """The owner a hub token belongs to.
+def owner_from_token(token: str, hub_url: str | None = None) -> str:
+    """The owner a hub token belongs to, as the hub that issued it says (``/whoami``).
 
-    The token format is not settled yet, so no owner can be read from one: this hook is
-    where that will happen, and until then it refuses rather than guess.
+    Only the hub can tell: the token's visible part is an id, not a name, so without a
+    hub URL this refuses rather than guess.
 
     Raises:
-        ConfigError: always, for now.
+        ConfigError: no hub URL to ask.
+        TokenError: the hub does not accept the token.
     """
-    raise ConfigError("cannot read the owner from this token yet; pass --owner")
+    if not hub_url:
+        raise ConfigError(f"cannot tell the owner of a token without its hub: set "
+                          f"{HUB_URL_ENV} or pass --owner")
+    from gymhub.hub.client import HubClient
+
+    with HubClient(hub_url, token, timeout=10) as client:
+        return str(client.whoami()["owner"])
 
 
 def resolve_owner(owner: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -113,14 +121,15 @@ def resolve_owner(owner: str | None, environ: Mapping[str, str] | None = None) -
     Raises:
         ConfigError: no owner and no token, an unreadable token, or an invalid owner.
     """
+    env = os.environ if environ is None else environ
     if owner is None:
-        token = (os.environ if environ is None else environ).get(TOKEN_ENV)
+        token = env.get(TOKEN_ENV)
         if not token:
             raise ConfigError(
-                f"no owner: pass --owner OWNER (or set {TOKEN_ENV} to a hub token, whose "
-                "owner is then used)"
+                f"no owner: pass --owner OWNER (or set {TOKEN_ENV} to a hub token and "
+                f"{HUB_URL_ENV} to its hub, whose owner is then used)"
             )
-        owner = owner_from_token(token)
+        owner = owner_from_token(token, env.get(HUB_URL_ENV))
     return check_name(owner, "owner")
 
 

@@ -20,8 +20,10 @@ winner's row and reports a no-op (same bytes) or :class:`~gymhub.errors.VersionC
 (other bytes). A race to create the package is absorbed by a savepoint and a re-read.
 On SQLite, write transactions begin ``IMMEDIATE`` and so queue instead of failing.
 
-Names and wheels arrive already validated by the archive checker; the rules applied here
-are placeholders that refuse anything the real ones would (:mod:`gymhub.hub.records`).
+Names and wheels arrive already validated by the archive checker. Owners follow
+:func:`gymhub.hub.names.validate_owner`; a new package whose look-alike skeleton equals
+one of its owner's packages is refused (:class:`~gymhub.errors.LookalikeName`) inside the
+transaction that would create it, the owner row locked so two such creates serialise.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from gymhub.errors import (
 )
 from gymhub.hub.blobs import BlobStore, FileBlobStore, check_sha256
 from gymhub.hub.db import CHECK_STATUSES, CheckResult, HubDB, LedgerEntry, Owner, Package, Version
+from gymhub.hub.names import check_not_lookalike
 from gymhub.hub.records import (
     CheckInfo,
     PackageInfo,
@@ -114,6 +117,8 @@ class HubStore:
             DigestMismatch: ``data`` is not ``wheel.size`` bytes hashing to ``wheel.sha256``.
             VersionConflict: the version exists with other bytes, or was deleted.
             OwnerNotFound: no such owner.
+            InvalidName: a malformed owner; LookalikeName: a new package that looks like
+                one of the owner's packages.
             InvalidHubInput: a malformed name, version, digest or filename.
         """
         check_owner_name(owner)
@@ -203,6 +208,11 @@ class HubStore:
         package = session.scalar(query)
         if package is not None:
             return package
+        # Lock the owner row so two look-alike creates in one namespace queue (PostgreSQL;
+        # SQLite's write transactions are serial already), then refuse a confusable name.
+        session.execute(sa.select(Owner.id).where(Owner.id == owner_id).with_for_update())
+        taken = session.scalars(sa.select(Package.name).where(Package.owner_id == owner_id))
+        check_not_lookalike("env_name", wheel.name, list(taken))
         try:
             with session.begin_nested():
                 package = Package(owner_id=owner_id, name=wheel.name, normalized_name=norm,

@@ -43,6 +43,7 @@ from gymhub.errors import (
     TokenScopeError,
 )
 from gymhub.hub.db import SCOPES, HubDB, Owner, Token
+from gymhub.hub.names import check_not_lookalike, validate_owner
 
 __all__ = [
     "TOKEN_PREFIX",
@@ -63,7 +64,6 @@ _SECRET_LEN = 43  # 43 * log2(62) = 256.1 bits
 _TOKEN = re.compile(rf"{TOKEN_PREFIX}([0-9a-f]{{16}})_([A-Za-z0-9]{{{_SECRET_LEN}}})")
 #: ``last_used_at`` is refreshed at most this often, so reads don't all become writes.
 LAST_USED_GRANULARITY = timedelta(minutes=1)
-_OWNER = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,37}[a-z0-9])?")
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -103,14 +103,14 @@ def _digest(token: str) -> str:
 
 
 def check_owner_name(name: str) -> str:
-    """Placeholder owner-name rule (lowercase, digits, inner hyphens, <= 39 characters).
+    """The hub's owner-name rule (:func:`gymhub.hub.names.validate_owner`), at every door.
 
-    Replaced by :mod:`gymhub.hub.names` when that lands; kept strict so nothing it lets
-    through today can collide after the real normalisation.
+    Tokens create owners, so a name refused here can never own anything.
+
+    Raises:
+        InvalidName: malformed; ReservedName: kept for the hub (or looks like such a name).
     """
-    if not isinstance(name, str) or not _OWNER.fullmatch(name):
-        raise InvalidHubInput(f"invalid owner name {name!r}: use a-z, 0-9 and inner '-'")
-    return name
+    return validate_owner(name)
 
 
 def parse_scopes(scopes: Iterable[str]) -> frozenset[str]:
@@ -145,11 +145,17 @@ def parse_duration(text: str) -> timedelta | None:
 
 
 def ensure_owner(session: Session, name: str, now: datetime) -> Owner:
-    """The owner called ``name``, created if missing (safe against a concurrent create)."""
+    """The owner called ``name``, created if missing (safe against a concurrent create).
+
+    Raises:
+        InvalidName: a malformed or reserved name.
+        LookalikeName: a new owner that looks like an existing one (``a1ice``/``alice``).
+    """
     check_owner_name(name)
     found = session.scalar(sa.select(Owner).where(Owner.name == name))
     if found is not None:
         return found
+    check_not_lookalike("owner", name, list(session.scalars(sa.select(Owner.name))))
     try:
         with session.begin_nested():
             owner = Owner(name=name, created_at=now)

@@ -217,10 +217,12 @@ def test_init_refuses_an_existing_directory_from_the_cli(tmp_path):
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
-def test_init_with_a_token_and_no_owner_says_the_token_cannot_be_read_yet(tmp_path):
-    env = {**os.environ, "GYMHUB_HUB_TOKEN": "ghub_something"}
+def test_init_with_a_token_but_no_hub_and_no_owner_says_so(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GYMHUB_HUB_URL"}
+    env["GYMHUB_HUB_TOKEN"] = "ghub_something"
     out = gymhub("env", "init", "wordle", cwd=tmp_path, env=env)
-    assert out.returncode == 2 and "cannot read the owner from this token yet" in out.stderr
+    assert out.returncode == 2 and "cannot tell the owner of a token without its hub" in \
+        out.stderr
     assert not (tmp_path / "wordle").exists()
 
 

@@ -13,6 +13,7 @@ from sqlalchemy import event
 from gymhub.errors import (
     DigestMismatch,
     InvalidHubInput,
+    LookalikeName,
     OwnerNotFound,
     PackageNotFound,
     VersionConflict,
@@ -297,3 +298,15 @@ def test_concurrent_first_versions_share_one_new_package(hub, make_wheel):
     assert all(r.created for r in results), results
     assert _rows(hub, Package) == 1 and len(hub.list_versions("alice", "wordle")) == 6
     assert hub.get_package("alice", "wordle").latest == "1.5"
+
+
+def test_a_new_package_that_looks_like_an_owned_one_is_refused(hub, make_wheel):
+    hub.publish("alice", *make_wheel(name="world"))
+    desc, data = make_wheel(name="wor1d")
+    with pytest.raises(LookalikeName, match="world"):
+        hub.publish("alice", desc, data)
+    assert _rows(hub, Package) == 1
+    hub.publish("alice", *make_wheel(name="world", version="2.0.0"))  # its own name: fine
+    hub.publish("bob", *make_wheel(name="wor1d", owner="bob"))  # another namespace: fine
+    assert sorted((p.owner, p.name) for p in hub.search("wor")) == [("alice", "world"),
+                                                                   ("bob", "wor1d")]

@@ -70,9 +70,9 @@ def test_owner_comes_from_the_flag_or_fails_clearly():
     assert resolve_owner("alice", environ={}) == "alice"
     with pytest.raises(ConfigError, match="pass --owner"):
         resolve_owner(None, environ={})
-    with pytest.raises(ConfigError, match="cannot read the owner from this token yet"):
+    with pytest.raises(ConfigError, match="cannot tell the owner of a token without its hub"):
         resolve_owner(None, environ={TOKEN_ENV: "some-token"})
-    with pytest.raises(ConfigError, match="cannot read the owner"):
+    with pytest.raises(ConfigError, match="GYMHUB_HUB_URL"):
         owner_from_token("some-token")
     with pytest.raises(InvalidName, match="invalid owner"):
         resolve_owner("Alice", environ={})

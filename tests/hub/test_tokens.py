@@ -13,6 +13,8 @@ import sqlalchemy as sa
 
 from gymhub.errors import (
     InvalidHubInput,
+    InvalidName,
+    LookalikeName,
     OwnerNotFound,
     TokenExpired,
     TokenInvalid,
@@ -127,8 +129,8 @@ def test_bad_scopes_owners_and_lifetimes_are_refused(db):
         create_token(db, "alice", ["admin"])
     with pytest.raises(InvalidHubInput):
         create_token(db, "alice", [])
-    for owner in ("Alice", "-alice", "al/ice", "a" * 40, "", "ålice"):
-        with pytest.raises(InvalidHubInput):
+    for owner in ("Alice", "-alice", "al/ice", "a" * 40, "", "ålice", "admin", "adm1n"):
+        with pytest.raises(InvalidName):
             create_token(db, owner)
     with pytest.raises(InvalidHubInput):
         create_token(db, "alice", expires_in=timedelta(0))
@@ -206,5 +208,12 @@ def test_cli_uses_the_environment_database_and_reports_errors(tmp_path):
     out = _cli("token", "create", "--owner", "bob", env=env)
     assert out.returncode == 0 and (tmp_path / "env.db").exists()
     bad = _cli("token", "create", "--owner", "Bob!", env=env)
-    assert bad.returncode == 2 and "invalid owner name" in bad.stderr
+    assert bad.returncode == 2 and "invalid owner 'Bob!'" in bad.stderr
     assert "token" in _cli("--help").stdout
+
+
+def test_a_new_owner_that_looks_like_an_existing_one_is_refused(db):
+    create_token(db, "alice")
+    with pytest.raises(LookalikeName, match="alice"):
+        create_token(db, "a1ice")
+    create_token(db, "alice")  # the same owner again is fine
