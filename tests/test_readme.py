@@ -10,6 +10,10 @@ kinds that cannot run as written inside a test, each checked as closely as a tes
 * ``gymhub serve ...`` is started, must answer ``/healthz``, and must shut down cleanly
   when interrupted.
 * ``gymhub play ...`` reads moves from standard input: it gets one wrong ``submit``.
+
+A shell block whose first line is ``# one shell session`` is a script, not a list of
+commands: it runs whole, with ``set -euo pipefail``, and any job it leaves in the
+background is killed when it ends.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ def snippets() -> list[Snippet]:
         line_no = text.count("\n", 0, match.start()) + 2
         if lang == "python":
             out.append(Snippet("python", body, f"block{n}-line{line_no}"))
+            continue
+        if body.startswith("# one shell session"):
+            out.append(Snippet("script", body, f"block{n}-line{line_no}"))
             continue
         for offset, line in enumerate(body.splitlines()):
             command = line.split(" #", 1)[0].strip()
@@ -107,6 +114,13 @@ def _run_serve(argv: list[str], scratch: Path) -> None:
             proc.stdout.close()
 
 
+def _run_script(snippet: Snippet, scratch: Path) -> None:
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + snippet.text
+    proc = subprocess.run(["bash", "-c", script], cwd=scratch, env=_env(scratch),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
 def _run_bash(snippet: Snippet, scratch: Path) -> None:
     argv = shlex.split(snippet.text)
     if argv[0] == "make":
@@ -132,5 +146,7 @@ def test_the_readme_has_both_commands() -> None:
 def test_readme_snippet_runs(snippet: Snippet, scratch: Path) -> None:
     if snippet.kind == "python":
         _run_python(snippet, scratch)
+    elif snippet.kind == "script":
+        _run_script(snippet, scratch)
     else:
         _run_bash(snippet, scratch)

@@ -108,6 +108,22 @@ def test_init_push_info_repush_yank(hub, alice, tmp_path):
     wheel = next((pkg / "dist").glob("*.whl"))
     again = gymhub("push", str(wheel), **auth)
     assert again.returncode == 0 and "already published" in again.stdout and sha in again.stdout
+    # The hub is a standard index: pip installs exactly the pushed file, offline, and a
+    # fresh process finds alice/word-ladder-v0 through its entry point and plays it to 1.0.
+    target = tmp_path / "site"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--isolated", "--no-deps", "--index-url",
+         f"{hub.url}/simple/", "--target", str(target), "gymhub-env-5-alice-word-ladder"],
+        capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    play = subprocess.run(
+        [sys.executable, "-c", "import gymhub\n"
+         "from gymhub.envs import run_episode\n"
+         "env = gymhub.make('alice/word-ladder-v0')\n"
+         "print(run_episode(env, seed=0).score.value)\n"],
+        capture_output=True, text=True, timeout=300,
+        env={**_env(), "PYTHONPATH": f"{target}{os.pathsep}{REPO}"})
+    assert play.returncode == 0 and play.stdout.strip() == "1.0", play.stdout + play.stderr
     found = gymhub("search", "ladder", "--hub", hub.url)
     assert found.stdout.startswith("alice/word-ladder")
     yank = gymhub("yank", "alice/word-ladder@0.1.0", "--reason", "broken verifier", **auth)
