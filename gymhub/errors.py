@@ -40,6 +40,7 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   │   ├── RecordMismatch       ``RECORD`` misses, adds or misstates a member
     │   │   ├── WheelMetadataError   ``METADATA``/``WHEEL``/entry points malformed or disagreeing
     │   │   └── NamespaceViolation   a name, env id or module of another owner
+    │   ├── SignatureInvalid         a check attestation's signature does not verify
     │   └── HubStoreError            the hub's storage refused; ``status`` is its HTTP default
     │       ├── OwnerNotFound        404 no such owner (namespace)
     │       ├── PackageNotFound      404 no such package ("did you mean ...?")
@@ -126,6 +127,7 @@ __all__ = [
     "ServerDraining",
     "ServerError",
     "ServerUnreachable",
+    "SignatureInvalid",
     "SpecError",
     "TaskFileError",
     "TaskNotFound",
@@ -549,6 +551,17 @@ class RequestTimeout(ServerUnreachable):
 
 
 # ------------------------------------------------------------------ hub storage errors
+class SignatureInvalid(HubError, ValueError):
+    """A signed check statement does not verify against the hub's public key.
+
+    Raised by the install client before it trusts a check result, so a statement whose
+    status, digest or any other field was altered (or a signature from another key) is
+    refused as a typed error instead of a silent ``False``.
+    """
+
+    code = "signature_invalid"
+
+
 class HubStoreError(HubError):
     """The hub's storage layer refused an operation or could not find what it names.
 
