@@ -1,4 +1,4 @@
-"""``gymhub hub ...``: run a hub (``serve``) and administer it (``token create|revoke|list``).
+"""``gymhub hub ...``: run a hub (``serve``) and administer it (``token ...``, ``check``).
 
 ``serve`` binds its socket and migrates the database before it prints
 ``hub serving at http://HOST:PORT`` (the real port, when asked for port 0), so a script
@@ -7,6 +7,9 @@ or test may connect as soon as that line appears.
 Token commands talk to the hub's database directly, so they are for whoever runs the hub;
 users get tokens from it. ``create`` prints the token alone on stdout, as its last line,
 and everything else on stderr, so ``TOKEN=$(gymhub hub token create ...)`` works.
+
+``serve`` signs check results with the key at ``--key`` (created on first start) and
+checks every new upload in the background; ``check`` reruns one version's check now.
 """
 
 from __future__ import annotations
@@ -94,8 +97,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from gymhub.hub.check_service import CheckWorker
     from gymhub.hub.index import index_router
     from gymhub.hub.service import create_hub_app
+    from gymhub.hub.signing import HubKey
     from gymhub.hub.store import HubStore
 
     if args.db.startswith("sqlite:///"):
@@ -103,8 +108,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                                                                             exist_ok=True)
     storage = Path(args.storage) if args.storage else default_storage(args.db)
     store = HubStore.open(args.db, storage)
+    key = HubKey.load_or_create(args.key or storage.parent / "hub-key.pem")
     app = create_hub_app(store, max_upload_bytes=args.max_upload_mb << 20,
-                         extra_routers=[index_router(store)])
+                         extra_routers=[index_router(store)], key=key,
+                         checker=CheckWorker(store, timeout_s=args.check_timeout))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -113,13 +120,36 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     print(f"hub serving at http://{shown}:{port}", flush=True)
-    print(f"database {args.db}, files under {storage}", file=sys.stderr, flush=True)
+    print(f"database {args.db}, files under {storage}, signing key {key.key_id}",
+          file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False))
     try:
         server.run(sockets=[sock])
     finally:
         store.db.close()
     return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import json
+
+    from gymhub.errors import InvalidHubInput
+    from gymhub.hub.checker import check_version
+    from gymhub.hub.store import HubStore
+
+    ref, _, version = args.ref.partition("@")
+    owner, _, name = ref.partition("/")
+    if not (owner and name and version):
+        raise InvalidHubInput(f"expected OWNER/NAME@VERSION, not {args.ref!r}")
+    storage = Path(args.storage) if args.storage else default_storage(args.db)
+    store = HubStore.open(args.db, storage)
+    try:
+        info = check_version(store, owner, name, version, timeout_s=args.timeout)
+    finally:
+        store.db.close()
+    print(json.dumps(dict(info.details), indent=2) if args.json else info.details["summary"])
+    print(f"{owner}/{name} {info.version}: {info.status}")
+    return 0 if info.status == "passed" else 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -140,7 +170,22 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-upload-mb", type=int, default=64, help="largest wheel accepted")
     serve.add_argument("--log-level", default="warning",
                        choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--key", default=None,
+                       help="ed25519 signing key, created if absent (default: hub-key.pem "
+                            "beside the db)")
+    serve.add_argument("--check-timeout", type=float, default=300.0,
+                       help="seconds each background check of an upload may take")
     serve.set_defaults(fn=_cmd_serve)
+
+    check = sub.add_parser("check", help="check a published version now, in the sandbox, "
+                                         "and record the result (exit 0 only if it passed)")
+    check.add_argument("ref", metavar="OWNER/NAME@VERSION")
+    check.add_argument("--db", default=default_db_url(), help=db_help)
+    check.add_argument("--storage", default=None,
+                       help="directory for wheel files (default: hub-files/ beside the db)")
+    check.add_argument("--timeout", type=float, default=300.0, help="seconds the check may take")
+    check.add_argument("--json", action="store_true", help="print the details JSON")
+    check.set_defaults(fn=_cmd_check)
 
     create = tsub.add_parser("create", help="mint a token (creates the owner if needed)")
     create.add_argument("--owner", required=True, help="the namespace the token acts for")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -46,6 +46,10 @@ from gymhub.hub.names import parse_distribution_name
 from gymhub.hub.records import CheckInfo, VersionInfo
 from gymhub.hub.store import HubStore
 from gymhub.hub.tokens import TokenInfo, authenticate
+
+if TYPE_CHECKING:
+    from gymhub.hub.check_service import CheckWorker
+    from gymhub.hub.signing import HubKey
 
 __all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "create_hub_app", "status_of"]
 
@@ -124,7 +128,8 @@ def _upload_owner(filename: str | None) -> tuple[str, str]:
 
 
 def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
-                   extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
+                   extra_routers: Sequence[APIRouter] = (), key: HubKey | None = None,
+                   checker: CheckWorker | None = None) -> FastAPI:
     """The hub's FastAPI app over ``store``.
 
     Args:
@@ -132,6 +137,10 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
         max_upload_bytes: the largest wheel accepted; larger uploads get 413, refused on
             their ``Content-Length`` before the body is read when they declare one.
         extra_routers: more routes on the same app (the ``/simple/`` index, downloads).
+        key: the hub's signing key; adds ``/.well-known/gymhub-hub-key`` and the signed
+            ``.../{version}/attestation`` routes (:mod:`gymhub.hub.check_service`).
+        checker: checks each newly published version in the background; the app closes
+            it on shutdown (it is also ``app.state.checker``).
 
     Returns:
         The app; serve it with uvicorn (``gymhub hub serve``).
@@ -185,6 +194,9 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
         info = await run_in_threadpool(validate_wheel, data, owner=owner, filename=name)
         result = await run_in_threadpool(lambda: store.publish(
             owner, info.describe(), data, uploaded_by=token.id))
+        if checker is not None and result.created:
+            v = result.version
+            checker.submit(v.owner, v.name, v.version)
         body = {**version_json(result.version), "created": result.created}
         return JSONResponse(body, status_code=201 if result.created else 200)
 
@@ -222,6 +234,13 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
         return {"owner": info.owner, "token": info.prefix, "scopes": sorted(info.scopes),
                 "expires_at": _iso(info.expires_at)}
 
+    if key is not None:
+        from gymhub.hub.check_service import signing_router
+
+        app.include_router(signing_router(store, key))
+    app.state.checker = checker
+    if checker is not None:
+        app.router.on_shutdown.append(checker.close)
     for router in extra_routers:
         app.include_router(router)
     return app
