@@ -4,7 +4,7 @@ import base64
 import hashlib
 import json
 import stat
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 
