@@ -19,6 +19,8 @@ mid-write leaves the previous lock, never half of one. Layout::
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
@@ -28,7 +30,7 @@ from typing import Any
 
 from gymhub.errors import ConfigError
 
-__all__ = ["LOCK_FILE", "LOCK_VERSION", "Lock", "now_iso"]
+__all__ = ["LOCK_FILE", "LOCK_VERSION", "Lock", "env_digests", "now_iso"]
 
 LOCK_FILE = "gymhub.lock"
 LOCK_VERSION = 1
@@ -106,3 +108,39 @@ class Lock:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def env_digests(env_ids: list[str], lock_path: str | os.PathLike[str] = LOCK_FILE
+                ) -> dict[str, dict[str, Any]]:
+    """The exact hub files behind each owner-qualified environment id, for a checkpoint.
+
+    A trained model is only reproducible, or auditable, against the bytes it trained on,
+    and a version number names bytes only as long as the hub says so. So each hub id maps
+    to its lock entry (hub, sha256, trust) when the lock has it, else to what is installed:
+    the distribution's version and the sha256 of its ``RECORD``, which hashes every file.
+    Ids without an owner (built-in environments) are not hub code and are skipped; a hub id
+    installed some other way is recorded as ``{"source": "unknown"}`` rather than omitted.
+    """
+    from gymhub.hub.names import distribution_name, parse_env_id
+
+    lock = Lock.load(lock_path) if Path(lock_path).exists() else Lock(Path(lock_path), {})
+    out: dict[str, dict[str, Any]] = {}
+    for env_id in env_ids:
+        if "/" not in env_id:
+            continue
+        parsed = parse_env_id(env_id)
+        entry = lock.entry(f"{parsed.owner}/{parsed.name}")
+        if entry is not None and env_id in entry.get("env_ids", []):
+            out[env_id] = {"source": "lock", **{k: entry.get(k) for k in (
+                "hub", "key_id", "version", "sha256", "filename", "trusted", "check")}}
+            continue
+        try:
+            dist = importlib.metadata.distribution(distribution_name(parsed.owner, parsed.name))
+        except importlib.metadata.PackageNotFoundError:
+            out[env_id] = {"source": "unknown"}
+            continue
+        record = dist.read_text("RECORD")
+        out[env_id] = {"source": "installed", "version": dist.version,
+                       "record_sha256": None if record is None else
+                       hashlib.sha256(record.encode()).hexdigest()}
+    return out

@@ -320,3 +320,32 @@ def test_a_higher_version_on_another_index_never_wins(hub, tmp_path, wheels):
     assert out.returncode == 0, out.stderr
     assert installed(tmp_path) == ["gymhub_env_5_alice_word_ladder-0.1.0.dist-info"]
     assert hits == []
+
+
+def test_env_digests_come_from_the_lock_else_the_installed_record(tmp_path, monkeypatch):
+    from gymhub.hub.lock import Lock, env_digests
+
+    lk = Lock(tmp_path / "gymhub.lock", {})
+    lk.record({"hub": "http://h", "key_id": "k", "owner": "alice", "name": "word-ladder",
+               "version": "0.1.0", "sha256": "a" * 64, "filename": "f.whl",
+               "env_ids": ["alice/word-ladder-v0"], "trusted": True, "check": "failed"})
+    lk.save()
+    got = env_digests(["wordle-v0", "alice/word-ladder-v0", "bob/chess-v0"],
+                      tmp_path / "gymhub.lock")
+    assert set(got) == {"alice/word-ladder-v0", "bob/chess-v0"}
+    assert got["alice/word-ladder-v0"] == {"source": "lock", "hub": "http://h", "key_id": "k",
+                                           "version": "0.1.0", "sha256": "a" * 64,
+                                           "filename": "f.whl", "trusted": True,
+                                           "check": "failed"}
+    assert got["bob/chess-v0"] == {"source": "unknown"}
+    # No lock: the installed distribution's RECORD names its bytes.
+    site = tmp_path / "site"
+    di = site / "gymhub_env_3_bob_chess-1.0.dist-info"
+    di.mkdir(parents=True)
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: gymhub-env-3-bob-chess\n"
+                                 "Version: 1.0\n")
+    (di / "RECORD").write_text("x.py,sha256=abc,1\n")
+    monkeypatch.syspath_prepend(str(site))
+    got = env_digests(["bob/chess-v0"], tmp_path / "none.lock")
+    assert got == {"bob/chess-v0": {"source": "installed", "version": "1.0", "record_sha256":
+                                    hashlib.sha256(b"x.py,sha256=abc,1\n").hexdigest()}}
