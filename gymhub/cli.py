@@ -195,6 +195,23 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_install(args: argparse.Namespace) -> int:
+    from gymhub.hub.client import HUB_URL_ENV, parse_ref
+    from gymhub.hub.install import install, install_locked
+
+    if args.ref is None:
+        install_locked(target=args.target, lock_path=args.lock, trust=args.trust)
+        return 0
+    hub = args.hub or os.environ.get(HUB_URL_ENV, "")
+    if not hub:
+        from gymhub.errors import ConfigError
+
+        raise ConfigError(f"no hub to install from: pass --hub URL or set {HUB_URL_ENV}")
+    install(parse_ref(args.ref, version=False), hub, trust=args.trust, target=args.target,
+            lock_path=args.lock)
+    return 0
+
+
 def _add_hub_commands(sub: Any) -> None:
     hub_help = "the hub's URL (default: $GYMHUB_HUB_URL)"
     push = sub.add_parser("push", help="check, build and publish an environment to a hub")
@@ -216,6 +233,16 @@ def _add_hub_commands(sub: Any) -> None:
     info.add_argument("ref", metavar="OWNER/NAME")
     info.add_argument("--hub", default=None, help=hub_help)
     info.set_defaults(fn=_cmd_info)
+    inst = sub.add_parser("install", help="install an environment from a hub, by digest")
+    inst.add_argument("ref", nargs="?", default=None, metavar="OWNER/NAME[@VERSION]",
+                      help="omit to re-install exactly what the lock lists")
+    inst.add_argument("--hub", default=None, help=hub_help)
+    inst.add_argument("--trust", action="store_true",
+                      help="install even if unchecked, failed, or the hub's key changed")
+    inst.add_argument("--target", default=None, help="install into this directory")
+    inst.add_argument("--lock", default="gymhub.lock",
+                      help="the lock file (default: ./gymhub.lock)")
+    inst.set_defaults(fn=_cmd_install)
 
 
 def _cmd_eval_model(args: argparse.Namespace) -> int:

@@ -40,21 +40,25 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   │   ├── RecordMismatch       ``RECORD`` misses, adds or misstates a member
     │   │   ├── WheelMetadataError   ``METADATA``/``WHEEL``/entry points malformed or disagreeing
     │   │   └── NamespaceViolation   a name, env id or module of another owner
-    │   ├── SignatureInvalid         a check attestation's signature does not verify
-    │   └── HubStoreError            the hub's storage refused; ``status`` is its HTTP default
-    │       ├── OwnerNotFound        404 no such owner (namespace)
-    │       ├── PackageNotFound      404 no such package ("did you mean ...?")
-    │       ├── VersionNotFound      404 no such version, or none a request may resolve to
-    │       ├── VersionConflict      409 the version is taken by other bytes, or was deleted
-    │       ├── DigestMismatch       400 the bytes do not match their declared sha256 or size
-    │       ├── InvalidHubInput      400 a name, version, scope or field the store refuses
-    │       ├── BlobCorrupted        500 a stored blob is missing, truncated or altered
-    │       └── TokenError           a token cannot authorise this request
-    │           ├── TokenInvalid     401 malformed, unknown, or the secret does not match
-    │           ├── TokenRevoked     401 the token was revoked
-    │           ├── TokenExpired     401 the token is past its expiry
-    │           ├── TokenScopeError  403 the token lacks the scope (read, publish, yank)
-    │           └── TokenOwnerError  403 the token belongs to another owner's namespace
+    │   ├── HubStoreError            the hub's storage refused; ``status`` is its HTTP default
+    │   │   ├── OwnerNotFound        404 no such owner (namespace)
+    │   │   ├── PackageNotFound      404 no such package ("did you mean ...?")
+    │   │   ├── VersionNotFound      404 no such version, or none a request may resolve to
+    │   │   ├── VersionConflict      409 the version is taken by other bytes, or was deleted
+    │   │   ├── DigestMismatch       400 the bytes do not match their declared sha256 or size
+    │   │   ├── InvalidHubInput      400 a name, version, scope or field the store refuses
+    │   │   ├── BlobCorrupted        500 a stored blob is missing, truncated or altered
+    │   │   └── TokenError           a token cannot authorise this request
+    │   │       ├── TokenInvalid     401 malformed, unknown, or the secret does not match
+    │   │       ├── TokenRevoked     401 the token was revoked
+    │   │       ├── TokenExpired     401 the token is past its expiry
+    │   │       ├── TokenScopeError  403 the token lacks the scope (read, publish, yank)
+    │   │       └── TokenOwnerError  403 the token belongs to another owner's namespace
+    │   └── InstallRefused           ``gymhub install`` will not install a file (nothing changed)
+    │       ├── UntrustedPackage     its check did not pass (or none is signed); ``--trust``
+    │       ├── KeyMismatch          the hub's signing key is not the one pinned in the lock
+    │       ├── SignatureInvalid     an attestation's signature does not verify
+    │       └── AttestationMismatch  a valid attestation vouches for other bytes or names
     └── ServerError                  answered by (or about) an environment server; ``status``
         ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, restarted)
         ├── SeqConflict              409 a stale or skipped ``seq`` (``expected`` says which)
@@ -87,6 +91,7 @@ __all__ = [
     "AgentError",
     "ArchiveTooLarge",
     "AtCapacity",
+    "AttestationMismatch",
     "BackendError",
     "BlobCorrupted",
     "ConfigError",
@@ -105,11 +110,13 @@ __all__ = [
     "GymhubError",
     "HubError",
     "HubStoreError",
+    "InstallRefused",
     "InternalServerError",
     "InvalidArchive",
     "InvalidHubInput",
     "InvalidName",
     "InvalidRequest",
+    "KeyMismatch",
     "LookalikeName",
     "NamespaceViolation",
     "OwnerNotFound",
@@ -141,6 +148,7 @@ __all__ = [
     "ToolError",
     "Unauthorized",
     "UnsafeMember",
+    "UntrustedPackage",
     "VersionConflict",
     "VersionNotFound",
     "WheelFilenameError",
@@ -551,17 +559,6 @@ class RequestTimeout(ServerUnreachable):
 
 
 # ------------------------------------------------------------------ hub storage errors
-class SignatureInvalid(HubError, ValueError):
-    """A signed check statement does not verify against the hub's public key.
-
-    Raised by the install client before it trusts a check result, so a statement whose
-    status, digest or any other field was altered (or a signature from another key) is
-    refused as a typed error instead of a silent ``False``.
-    """
-
-    code = "signature_invalid"
-
-
 class HubStoreError(HubError):
     """The hub's storage layer refused an operation or could not find what it names.
 
@@ -663,6 +660,53 @@ class TokenOwnerError(TokenError):
 
     code = "token_owner"
     status = 403
+
+
+# ------------------------------------------------------------------ hub install refusals
+class InstallRefused(HubError):
+    """``gymhub install`` refused a file before pip saw it: nothing was installed or locked."""
+
+    code = "install_refused"
+
+
+class UntrustedPackage(InstallRefused):
+    """The hub's check of this exact file did not pass, or no signed check vouches for it.
+
+    ``--trust`` overrides it (and the lock records that it did); so does a lock entry the
+    user already trusted for the same sha256.
+    """
+
+    code = "untrusted_package"
+
+
+class KeyMismatch(InstallRefused):
+    """The hub presents a signing key other than the one pinned on first use.
+
+    Either the hub rotated its key or something in between is impersonating it; only the
+    user can tell which, so only ``--trust`` re-pins.
+    """
+
+    code = "key_mismatch"
+
+
+class SignatureInvalid(InstallRefused):
+    """An attestation's signature does not verify under the hub's key (never overridable).
+
+    A statement whose status, digest or any other field was altered, or a signature from
+    another key, is refused as a typed error instead of a silent ``False``.
+    """
+
+    code = "signature_invalid"
+
+
+class AttestationMismatch(InstallRefused):
+    """A correctly signed attestation names other bytes, another file or another package.
+
+    A valid signature over the wrong statement is a replayed attestation, so ``--trust``
+    does not override it either.
+    """
+
+    code = "attestation_mismatch"
 
 
 _SERVER_CLASSES: tuple[type[ServerError], ...] = (

@@ -8,6 +8,7 @@ same bytes again is a no-op anyway, so the caller decides.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,46 @@ class HubClient:
     def whoami(self) -> dict[str, Any]:
         """The token's owner and scopes."""
         return self._call("GET", "/api/v1/whoami")[1]
+
+    def hub_key(self) -> dict[str, Any] | None:
+        """The hub's attestation signing key, or ``None`` when the hub signs nothing."""
+        try:
+            return self._call("GET", "/.well-known/gymhub-hub-key")[1]
+        except E.GymhubError as exc:
+            if getattr(exc, "status", None) == 404 or exc.code in ("not_found", "http_error"):
+                return None
+            raise
+
+    def attestation(self, owner: str, name: str, version: str) -> dict[str, Any] | None:
+        """The signed check of one version, or ``None`` when it was never checked."""
+        try:
+            return self._call("GET", f"/api/v1/packages/{owner}/{name}/{version}/attestation")[1]
+        except E.GymhubError as exc:
+            if getattr(exc, "status", None) == 404 or exc.code in ("not_found", "http_error"):
+                return None
+            raise
+
+    def download(self, sha256: str, filename: str, dest: Path) -> str:
+        """Stream ``/files/{sha256}/{filename}`` into ``dest``; returns the bytes' sha256.
+
+        The digest is computed here, from what arrived, so the caller compares it with the
+        one it expects instead of trusting the URL.
+        """
+        digest = hashlib.sha256()
+        try:
+            with self._http.stream("GET", f"/files/{sha256}/{filename}") as resp:
+                if resp.status_code != 200:
+                    raise ServerError(f"the hub answered HTTP {resp.status_code} for "
+                                      f"{self.url}/files/{sha256}/{filename}")
+                with open(dest, "wb") as f:
+                    for chunk in resp.iter_bytes():
+                        digest.update(chunk)
+                        f.write(chunk)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeout(f"the hub at {self.url} did not answer in time: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(f"cannot reach the hub at {self.url}: {exc}") from exc
+        return digest.hexdigest()
 
 
 def parse_ref(ref: str, *, version: bool) -> tuple[str, str, str | None]:

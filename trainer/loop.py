@@ -25,6 +25,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gymhub.hub.lock import env_digests
+
 from .advantages import Outcome, compute_advantages, trajectory_return
 from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
 from .chat import ChatRenderer
@@ -181,6 +183,8 @@ class GRPOTrainer:
                 "sampler": self.sampler.state(),
                 "policy_version": self.engine.policy_version,
                 "config": self.cfg.to_dict(),
+                # Which exact hub files the policy trained on (lock entry or RECORD hash).
+                "hub_envs": env_digests(list(self.cfg.env_ids)),
             },
         )
 

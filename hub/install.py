@@ -1,0 +1,257 @@
+"""``gymhub install``: one exact file from one hub, verified before pip sees it.
+
+The anchors' install failures came from letting an installer *resolve*: a name looked up
+on several indexes lets the highest version anywhere win (dependency confusion), and a
+yanked or unchecked version slips in by range. So this installs by digest instead:
+
+1. resolve ``OWNER/NAME[@VERSION]`` on the hub's JSON API (latest skips yanked versions;
+   an exact pin may take one, with a warning); an unknown name gets suggestions, never a
+   near name;
+2. fetch the hub's signing key and pin it in the lock on first use; a different key later
+   is refused unless ``--trust``;
+3. verify the check attestation offline against the pinned key and match its statement to
+   the very file chosen; a failed or missing check is refused unless ``--trust`` (or the
+   lock already trusts this sha256);
+4. download ``/files/{sha256}/{filename}``, hash what arrived, and install that file with
+   ``pip --isolated --no-index --no-deps``: no index is consulted for the hub package, so
+   no other index can serve a "higher" version of it; its ordinary dependencies then come
+   from the user's normal index in a separate pip call (hub packages never do);
+5. record the install in ``gymhub.lock``.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.metadata
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+from gymhub.errors import (
+    AttestationMismatch,
+    ConfigError,
+    DigestMismatch,
+    KeyMismatch,
+    PackageNotFound,
+    SignatureInvalid,
+    UntrustedPackage,
+)
+from gymhub.hub.client import HubClient
+from gymhub.hub.lock import Lock, now_iso
+from gymhub.hub.names import DIST_PREFIX, not_found_message
+from gymhub.hub.records import VersionInfo, pick_version
+from gymhub.hub.signing import key_id, verify_statement
+
+__all__ = ["STATEMENT_TYPE", "install", "install_locked"]
+
+STATEMENT_TYPE = "gymhub.check/v1"
+_MATCHED = ("owner", "name", "version", "filename", "sha256")
+
+Say = Callable[[str], None]
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _resolve(client: HubClient, owner: str, name: str, version: str | None,
+             say: Say) -> dict[str, Any]:
+    """The version row to install; an unknown package only ever gets suggestions."""
+    try:
+        page = client.package(owner, name)
+    except PackageNotFound:
+        ids = {str(r["id"]) for text in (name, owner) for r in client.search(text)}
+        raise PackageNotFound(not_found_message("environment", f"{owner}/{name}", ids)) \
+            from None
+    rows = {r["version"]: r for r in page["versions"]}
+    # pick_version reads only ``version`` and ``yanked``, which the API rows carry as keys.
+    infos = [cast(VersionInfo, _Row(r["version"], bool(r["yanked"]))) for r in rows.values()]
+    row: dict[str, Any] = rows[pick_version(infos, version, f"{owner}/{name}").version]
+    if row["yanked"]:
+        say(f"warning: {owner}/{name} {row['version']} is yanked: "
+            f"{row.get('yank_reason') or 'no reason given'}")
+    return row
+
+
+class _Row:
+    def __init__(self, version: str, yanked: bool) -> None:
+        self.version, self.yanked = version, yanked
+
+
+def _hub_key(client: HubClient, lock: Lock, trust: bool, say: Say) -> dict[str, Any] | None:
+    """The key to verify with: the pinned one, pinning it on first use."""
+    served = client.hub_key()
+    if served is None:
+        return lock.pinned_key(client.url)
+    raw = base64.b64decode(str(served.get("public_key", "")))
+    kid = key_id(raw)
+    if served.get("algorithm") != "ed25519" or len(raw) != 32 or served.get("key_id") != kid:
+        raise SignatureInvalid(f"the hub at {client.url} serves a malformed signing key")
+    pinned = lock.pinned_key(client.url)
+    if pinned is None:
+        say(f"pinned the signing key {kid} of {client.url} in {lock.path} "
+            "(trust on first use)")
+    elif pinned["key_id"] != kid:
+        if not trust:
+            raise KeyMismatch(
+                f"the hub at {client.url} now signs with key {kid}, not the key "
+                f"{pinned['key_id']} pinned in {lock.path}; if the hub rotated its key, "
+                "re-run with --trust to pin the new one")
+        say(f"warning: re-pinned {client.url} from key {pinned['key_id']} to {kid} (--trust)")
+    else:
+        return pinned
+    lock.pin_key(client.url, kid, str(served["public_key"]))
+    return lock.pinned_key(client.url)
+
+
+def _check_status(client: HubClient, key: dict[str, Any] | None,
+                  row: dict[str, Any]) -> str:
+    """The signed check status of exactly this file: passed, failed, or unchecked."""
+    att = client.attestation(row["owner"], row["name"], row["version"])
+    if att is None or key is None:
+        return "unchecked"
+    statement = att.get("statement")
+    refusal = (f"the check attestation of {row['id']} {row['version']} does not verify under "
+               f"the pinned key {key['key_id']}: refusing it (--trust does not override this)")
+    if not isinstance(statement, dict) or att.get("key_id") != key["key_id"]:
+        raise SignatureInvalid(refusal)
+    try:
+        verify_statement(key["public_key"], statement, str(att.get("signature", "")))
+    except SignatureInvalid as exc:
+        raise SignatureInvalid(f"{refusal}: {exc}") from None
+    wrong = [k for k in _MATCHED if statement.get(k) != row[k]]
+    if statement.get("type") != STATEMENT_TYPE or wrong:
+        raise AttestationMismatch(
+            f"the signed check of {row['id']} {row['version']} is about other "
+            f"{', '.join(wrong) or 'statement type'}: refusing it")
+    return str(statement.get("status", "unchecked"))
+
+
+def _pip(args: list[str], what: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        raise ConfigError(f"pip failed installing {what}:\n{proc.stdout}{proc.stderr}")
+
+
+def _requirements(wheel: Path, target: Path | None) -> list[str]:
+    """The wheel's ``Requires-Dist`` not already satisfied, for the normal index.
+
+    Raises:
+        UntrustedPackage: it needs another hub package that is not installed; that one must
+            come from a hub by digest too, never by name from an index.
+    """
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist()
+                    if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+        text = zf.read(meta).decode()
+    paths = ([str(target)] if target else []) + sys.path
+    env = cast(dict[str, str], default_environment())
+    missing = []
+    for line in text.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = Requirement(line.partition(":")[2].strip())
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        found = next(iter(importlib.metadata.distributions(name=req.name, path=paths)), None)
+        if found is not None and req.specifier.contains(found.version, prereleases=True):
+            continue
+        if req.name.lower().replace("_", "-").startswith(DIST_PREFIX):
+            raise UntrustedPackage(f"{wheel.name} needs the hub package {req}: install it "
+                                   "with `gymhub install` first (never from an index)")
+        missing.append(str(req))
+    return missing
+
+
+def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
+            target: str | Path | None = None, lock_path: str | Path = "gymhub.lock",
+            expect_sha256: str | None = None, say: Say = _say) -> dict[str, Any]:
+    """Install one hub environment by digest and record it in the lock.
+
+    Args:
+        ref: ``(owner, name, version or None)``.
+        hub: the hub's base URL; it is the only place the package comes from.
+        trust: install even if the check failed or is missing, or the hub's key changed.
+        target: a directory for ``pip --target`` (default: the current environment).
+        lock_path: the lock file to read and update.
+        expect_sha256: the digest a re-install from the lock must get.
+        say: where warnings and notices go (stderr).
+
+    Returns:
+        The lock entry written.
+
+    Raises:
+        PackageNotFound, VersionNotFound: nothing to install (with suggestions).
+        KeyMismatch, SignatureInvalid, AttestationMismatch, UntrustedPackage: refused.
+        DigestMismatch: the bytes are not the ones the hub (or the lock) names.
+    """
+    owner, name, version = ref
+    lock = Lock.load(lock_path)
+    tgt = Path(target).resolve() if target else None
+    with HubClient(hub) as client:
+        row = _resolve(client, owner, name, version, say)
+        pid = f"{owner}/{name}"
+        locked = lock.entry(pid)
+        if expect_sha256 is not None and row["sha256"] != expect_sha256:
+            raise DigestMismatch(f"{pid} {row['version']} on {client.url} is now sha256 "
+                                 f"{row['sha256']}, not the {expect_sha256} in {lock.path}")
+        if (locked is not None and locked["version"] == row["version"]
+                and locked["sha256"] != row["sha256"]):
+            raise DigestMismatch(f"{pid} {row['version']} was sha256 {locked['sha256']} "
+                                 f"when locked; the hub now serves {row['sha256']}")
+        key = _hub_key(client, lock, trust, say)
+        status = _check_status(client, key, row)
+        trusted_before = (locked is not None and locked["sha256"] == row["sha256"]
+                          and bool(locked.get("trusted")))
+        if status != "passed" and not (trust or trusted_before):
+            why = "failed its check" if status == "failed" else "has no signed check"
+            raise UntrustedPackage(f"{pid} {row['version']} (sha256 {row['sha256']}) {why} "
+                                   "on the hub; install it anyway with --trust")
+        if status != "passed" and trust and not trusted_before:
+            say(f"warning: installing {pid} {row['version']} whose check is {status} "
+                "(--trust; recorded in the lock)")
+        with tempfile.TemporaryDirectory() as tmp:
+            wheel = Path(tmp) / Path(row["filename"]).name
+            got = client.download(row["sha256"], wheel.name, wheel)
+            if got != row["sha256"]:
+                raise DigestMismatch(f"downloaded {wheel.name} hashes to {got}, not the "
+                                     f"sha256 {row['sha256']} the hub lists: refusing it")
+            where = ["--target", str(tgt), "--upgrade"] if tgt else []
+            _pip(["install", "--isolated", "--no-index", "--no-deps", "--force-reinstall",
+                  "--disable-pip-version-check", *where, str(wheel)], wheel.name)
+            deps = _requirements(wheel, tgt)
+            if deps:
+                _pip(["install", "--disable-pip-version-check", *where, *deps],
+                     ", ".join(deps))
+    entry = {"hub": client.url, "key_id": key["key_id"] if key else None, "owner": owner,
+             "name": name, "version": row["version"], "sha256": row["sha256"],
+             "filename": row["filename"], "env_ids": list(row.get("env_ids", [])),
+             "installed_at": now_iso(), "trusted": status != "passed",
+             "check": status}
+    lock.record(entry)
+    lock.save()
+    say(f"installed {pid} {row['version']} sha256 {row['sha256']} (check {status})")
+    return entry
+
+
+def install_locked(*, target: str | Path | None = None, lock_path: str | Path = "gymhub.lock",
+                   trust: bool = False, say: Say = _say) -> list[dict[str, Any]]:
+    """Re-install every package in the lock: same hub, same version, same sha256.
+
+    The lock's own ``trusted`` flags stand, so a package trusted once is not asked again,
+    but a changed digest or hub key still refuses.
+    """
+    lock = Lock.load(lock_path)
+    if not lock.packages:
+        raise ConfigError(f"{lock.path} lists nothing to install")
+    return [install((e["owner"], e["name"], e["version"]), e["hub"], trust=trust,
+                    target=target, lock_path=lock_path, expect_sha256=e["sha256"], say=say)
+            for e in list(lock.packages.values())]
