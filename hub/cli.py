@@ -95,6 +95,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gymhub.hub.index import index_router
+    from gymhub.hub.pages import pages_router
     from gymhub.hub.service import create_hub_app
     from gymhub.hub.store import HubStore
 
@@ -104,7 +105,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     storage = Path(args.storage) if args.storage else default_storage(args.db)
     store = HubStore.open(args.db, storage)
     app = create_hub_app(store, max_upload_bytes=args.max_upload_mb << 20,
-                         extra_routers=[index_router(store)])
+                         extra_routers=[index_router(store), pages_router(store)])
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
