@@ -4,7 +4,7 @@ A README is untrusted text from whoever published the package, and the hub's pag
 an origin with its API, so no byte of it may ever reach the browser as markup. Every
 piece of text is HTML-escaped *before* any Markdown rule adds a tag, and the only tags
 that exist are the ones written here: headings, paragraphs, lists, fenced and indented
-code, block quotes, ``inline code``, bold, italic and links. Links are kept only for
+code, block quotes, pipe tables, ``inline code``, bold, italic and links. Links are kept only for
 ``http:``, ``https:`` and ``mailto:`` targets (never ``javascript:``/``data:``) and get
 ``rel="nofollow noopener"``. Raw HTML in the README shows as text. Images show as their
 alt text plus the link: the hub may run offline, and a page must not fetch third-party
@@ -29,6 +29,20 @@ _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"\s{0,3}[-*+]\s+(.*)")
 _NUMBERED = re.compile(r"\s{0,3}\d{1,9}[.)]\s+(.*)")
+_TABLE_RULE = re.compile(r"\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table(rows: list[str]) -> str:
+    """A pipe table: a header row, the ``---`` rule, then body rows."""
+    head = "".join(f"<th>{_inline(c)}</th>" for c in _cells(rows[0]))
+    body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(r)) + "</tr>"
+                   for r in rows[2:])
+    head_row = f"<tr>{head}</tr>" if any(_cells(rows[0])) else ""  # skip an empty header
+    return f"<table>{head_row}{body}</table>"
 
 
 def _inline(text: str) -> str:
@@ -107,6 +121,15 @@ def render_markdown(text: str) -> Markup:
                 body.append(lines[i][4:] if lines[i].startswith("    ") else lines[i][1:])
                 i += 1
             out.append(f"<pre><code>{html.escape(chr(10).join(body).rstrip())}</code></pre>")
+            continue
+        elif (stripped.startswith("|") and i + 1 < len(lines)
+              and _TABLE_RULE.fullmatch(lines[i + 1].strip())):
+            flush()
+            rows = []
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                rows.append(lines[i])
+                i += 1
+            out.append(_table(rows))
             continue
         elif not stripped:
             flush()

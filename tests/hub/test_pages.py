@@ -108,10 +108,13 @@ def test_publisher_text_is_never_markup(hub):
 def test_markdown_subset_escapes_before_it_adds_tags():
     out = str(render_markdown(
         '# T\n\n```\n<script>x</script>\n```\n\n**b** *i* [a](data:text/html,1) '
-        '![p](https://e.org/p.png)\n\n<div onclick="x">raw</div>\n'))
+        '![p](https://e.org/p.png)\n\n<div onclick="x">raw</div>\n\n'
+        '| a | b |\n|---|---|\n| `<i>` | <u>x</u> |\n'))
     assert "<h2>T</h2>" in out and "&lt;script&gt;x&lt;/script&gt;" in out
     assert "<strong>b</strong>" in out and "<em>i</em>" in out
     assert "data:" not in out and "<img" not in out and "<div" not in out
+    assert "<th>a</th>" in out and "<td><code>&lt;i&gt;</code></td>" in out
+    assert "<u>" not in out and "&lt;u&gt;x&lt;/u&gt;" in out
 
 
 def test_unchecked_version_says_so(hub):
@@ -189,7 +192,7 @@ def browser(tmp_path_factory):
     opts.binary_location = str(CHROMIUM)
     for arg in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--no-first-run", "--disable-component-update", "--disable-sync",
-                "--window-size=1280,1600",
+                "--window-size=1280,2600",
                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
@@ -214,6 +217,15 @@ def live_hub(tmp_path_factory):
         out = gymhub("push", str(root / "word-ladder"), GYMHUB_HUB_URL=hub.url,
                      GYMHUB_HUB_TOKEN=token)
         assert out.returncode == 0, out.stdout + out.stderr
+        store = hub.store()  # what the hub's checker would record for it
+        store.record_check("alice", "word-ladder", "0.1.0", "passed", {
+            "summary": "4 checks passed", "reason": "", "gold_score": 1.0, "noop_score": 0.0,
+            "checks": [{"name": n, "ok": True, "ms": ms, "detail": ""} for n, ms in
+                       [("import", 41), ("gold_episodes", 230), ("determinism", 120),
+                        ("noop_scores_zero", 35)]],
+            "envs": {"alice/word-ladder-v0": {"tools": TOOLS, "verifier": "word_ladder.exact@1",
+                                              "task_count": 24, "max_turns": 8}}})
+        store.db.close()
         yield hub, out.stdout.split()[-1]
     finally:
         hub.kill()
@@ -238,7 +250,9 @@ def test_a_person_finds_and_reads_an_environment(browser, live_hub, tmp_path):
     assert (f"pip install --index-url {hub.url}/simple/ gymhub-env-5-alice-word-ladder"
             in install)
     assert sha in browser.find_element(By.ID, "versions").text
-    assert "not checked yet" in browser.page_source
+    env = browser.find_element(By.CSS_SELECTOR, ".env").text
+    assert "word_ladder.exact@1" in env and "24 tasks" in env and "guess" in env
+    assert "passed" in browser.find_element(By.ID, "check").text
     assert browser.find_element(By.ID, "readme").text.strip()  # the scaffold's README
     shot = tmp_path / "environment-page.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
