@@ -99,6 +99,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from gymhub.hub.check_service import CheckWorker
     from gymhub.hub.index import index_router
+    from gymhub.hub.pages import pages_router
     from gymhub.hub.service import create_hub_app
     from gymhub.hub.signing import HubKey
     from gymhub.hub.store import HubStore
@@ -110,7 +111,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     store = HubStore.open(args.db, storage)
     key = HubKey.load_or_create(args.key or storage.parent / "hub-key.pem")
     app = create_hub_app(store, max_upload_bytes=args.max_upload_mb << 20,
-                         extra_routers=[index_router(store)], key=key,
+                         extra_routers=[index_router(store), pages_router(store)], key=key,
                          checker=CheckWorker(store, timeout_s=args.check_timeout))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

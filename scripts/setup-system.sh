@@ -3,7 +3,8 @@
 #
 #   scripts/setup-system.sh        # what `make test` and `make demo` run first; idempotent
 #
-# 1. installs bubblewrap (the default sandbox), podman, runc and debootstrap when missing;
+# 1. installs bubblewrap (the default sandbox), podman, runc and debootstrap when missing,
+#    and chromium with chromium-driver (the hub's web-page tests drive a headless browser);
 # 2. configures Podman for this VM: runtime runc (crun fails on rlimits here) and no
 #    default ulimits;
 # 3. builds the image gymhub-sandbox:bookworm (a debootstrapped minimal Debian with
@@ -24,13 +25,13 @@ setup_system() {
   local log=/var/log/gymhub-podman.log
   local missing=()
   local pkg
-  for pkg in bubblewrap podman runc debootstrap curl; do
+  for pkg in bubblewrap podman runc debootstrap curl chromium chromium-driver; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
   if [ "$(id -u)" != 0 ]; then
     if [ "${#missing[@]}" -gt 0 ] || ! [ -S "$sock_path" ]; then
-      echo "setup-system: not root, so the sandbox backends were not set up; the tests that" >&2
-      echo "  need them will skip. To set them up, run as root:" >&2
+      echo "setup-system: not root, so the sandbox backends and the browser were not set up;" >&2
+      echo "  the tests that need them will skip. To set them up, run as root:" >&2
       [ "${#missing[@]}" -gt 0 ] && echo "    apt-get install -y ${missing[*]}" >&2
       echo "    scripts/setup-system.sh" >&2
     fi
@@ -42,7 +43,7 @@ setup_system() {
     if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
         "${missing[@]}"; } >"$cache/apt.log" 2>&1; then
       cat "$cache/apt.log" >&2
-      echo "setup-system: apt-get failed (above); the sandbox tests will skip" >&2
+      echo "setup-system: apt-get failed (above); the sandbox and browser tests will skip" >&2
       return 0
     fi
   fi
