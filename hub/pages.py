@@ -40,12 +40,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
 from gymhub.errors import BlobCorrupted, InvalidHubInput, PackageNotFound, VersionNotFound
-from gymhub.hub.db import CheckResult, Owner, Package
+from gymhub.hub.db import Owner, Package
 from gymhub.hub.db import Version as VersionRow
 from gymhub.hub.index import wheel_metadata
 from gymhub.hub.markdown import render_markdown
 from gymhub.hub.names import RESERVED_OWNERS, did_you_mean, distribution_name
-from gymhub.hub.records import CheckInfo, VersionInfo, newest, normalize_name
+from gymhub.hub.records import CheckInfo, VersionInfo, newest
 from gymhub.hub.store import HubStore
 
 __all__ = ["pages_router"]
@@ -159,20 +159,6 @@ def _known_packages(store: HubStore) -> list[str]:
             sa.select(Owner.name, Package.name).join(Package))]
 
 
-def _latest_checks(store: HubStore, owner: str, name: str) -> dict[str, CheckInfo]:
-    """Each version's newest check, in one query (a per-version query costs ~1 ms each)."""
-    with store.db.read() as session:
-        rows = session.execute(
-            sa.select(VersionRow.version, CheckResult).join(
-                CheckResult, CheckResult.version_id == VersionRow.id)
-            .join(Package, VersionRow.package_id == Package.id).join(Owner)
-            .where(Owner.name == owner, Package.normalized_name == normalize_name(name))
-            .order_by(CheckResult.checked_at, CheckResult.id)).all()
-        # Later rows overwrite earlier ones: the newest check of each version wins.
-        return {v: CheckInfo(v, c.sha256, c.status, dict(c.details), c.checked_at)
-                for v, c in rows}
-
-
 def _owners(store: HubStore) -> list[str]:
     with store.db.read() as session:
         return list(session.scalars(sa.select(Owner.name)))
@@ -207,7 +193,7 @@ def _package_context(store: HubStore, readmes: _ReadmeCache, owner: str, name: s
     """Everything the environment page shows; raises PackageNotFound/VersionNotFound."""
     pkg = store.get_package(owner, name)
     versions = store.list_versions(owner, name)
-    latest = _latest_checks(store, owner, name)
+    latest = store.latest_checks(owner, name)
     checks = {v.version: _check_view(latest.get(v.version)) for v in versions}
     if version is None:
         current = newest(versions) or (versions[0] if versions else None)

@@ -212,8 +212,8 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
         def load() -> dict[str, Any]:
             pkg = store.get_package(owner, name)
             versions = store.list_versions(owner, name)
-            rows = [version_json(v, store.latest_check(owner, name, v.version))
-                    for v in versions]
+            checks = store.latest_checks(owner, name)
+            rows = [version_json(v, checks.get(v.version)) for v in versions]
             return {"id": f"{pkg.owner}/{pkg.name}", "owner": pkg.owner, "name": pkg.name,
                     "description": pkg.description, "created_at": _iso(pkg.created_at),
                     "latest": pkg.latest, "versions": rows}

@@ -366,6 +366,23 @@ class HubStore:
             return CheckInfo(row.version, result.sha256, result.status, dict(result.details),
                              result.checked_at)
 
+    def latest_checks(self, owner: str, name: str) -> dict[str, CheckInfo]:
+        """Each checked version's newest check, by version, in one query.
+
+        A package page lists every version with its check; asking :meth:`latest_check`
+        once per version cost about a millisecond each (1.2 s at 1,000 versions).
+        """
+        with self.db.read() as session:
+            rows = session.execute(
+                sa.select(Version.version, CheckResult)
+                .join(CheckResult, CheckResult.version_id == Version.id)
+                .join(Package, Version.package_id == Package.id).join(Owner)
+                .where(Owner.name == owner, Package.normalized_name == normalize_name(name))
+                .order_by(CheckResult.checked_at, CheckResult.id)).all()
+            # Later rows overwrite earlier ones: the newest check of each version wins.
+            return {v: CheckInfo(v, c.sha256, c.status, dict(c.details), c.checked_at)
+                    for v, c in rows}
+
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _package_info(owner: str, package: Package, rows: Sequence[Version]) -> PackageInfo:

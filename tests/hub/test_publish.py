@@ -310,3 +310,15 @@ def test_a_new_package_that_looks_like_an_owned_one_is_refused(hub, make_wheel):
     hub.publish("bob", *make_wheel(name="wor1d", owner="bob"))  # another namespace: fine
     assert sorted((p.owner, p.name) for p in hub.search("wor")) == [("alice", "world"),
                                                                    ("bob", "wor1d")]
+
+
+def test_latest_checks_gives_each_versions_newest_check_in_one_call(hub, make_wheel):
+    for version in ("1.0.0", "1.1.0", "2.0.0"):
+        desc, data = make_wheel(version=version)
+        hub.publish("alice", desc, data)
+    hub.record_check("alice", "wordle", "1.0.0", "failed", {"reason": "first"})
+    hub.record_check("alice", "wordle", "1.0.0", "passed", {"reason": ""})
+    hub.record_check("alice", "wordle", "2.0.0", "unchecked", {"reason": "timeout"})
+    checks = hub.latest_checks("alice", "wordle")
+    assert {v: c.status for v, c in checks.items()} == {"1.0.0": "passed", "2.0.0": "unchecked"}
+    assert checks["1.0.0"] == hub.latest_check("alice", "wordle", "1.0.0")
