@@ -88,7 +88,11 @@ EOF
   if ! curl -sf --max-time 2 --unix-socket "$sock_path" http://d/_ping >/dev/null 2>&1; then
     rm -f "$sock_path"
     # setsid + nohup: the service outlives this shell; --time=0: it never exits when idle.
-    setsid nohup podman system service --time=0 "unix://$sock_path" >"$log" 2>&1 </dev/null &
+    # From $cache, not the caller's folder: conmon writes files such as "oom" into its
+    # working directory, which must not be somebody's checkout.
+    mkdir -p "$cache"
+    (cd "$cache" && setsid nohup podman system service --time=0 "unix://$sock_path" \
+      >"$log" 2>&1 </dev/null &)
     local i
     for i in $(seq 1 50); do
       curl -sf --max-time 1 --unix-socket "$sock_path" http://d/_ping >/dev/null 2>&1 && break
