@@ -6,23 +6,28 @@ fetches ``/simple/<project>/``, which the index renders per request from the dat
 baseline is the same bytes served as a static file (``FileResponse``) by the same app
 through the same client, so the ratio is what rendering costs over merely sending.
 
-The store is SQLite with ``--versions`` versions of one package, each a small real
+The store is SQLite, or PostgreSQL with ``--postgres URL`` (a private schema, dropped at
+the end), with ``--versions`` versions of one package, each a small real
 wheel that passed :func:`validate_wheel` and went through :meth:`HubStore.publish`. The
 first (cold) request also reads every wheel once for its METADATA; it is reported apart.
 
     python benchmarks/bench_hub_index.py --versions 1000 --repeats 50
+    python benchmarks/bench_hub_index.py --postgres postgresql://root@127.0.0.1:5432/test
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import io
 import statistics
 import tempfile
 import time
+import uuid
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -78,9 +83,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--postgres", default="", metavar="URL",
+                    help="run on PostgreSQL (a fresh schema there) instead of SQLite")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_hub_index_"))
-    store = HubStore.open(f"sqlite:///{tmp / 'hub.db'}", tmp / "blobs")
+    with database(args.postgres, tmp) as url:
+        _run(args, tmp, HubStore.open(url, tmp / "blobs"))
+
+
+@contextlib.contextmanager
+def database(postgres: str, tmp: Path) -> Iterator[str]:
+    """A SQLite file in ``tmp``, or a private schema on ``postgres`` dropped afterwards."""
+    if not postgres:
+        yield f"sqlite:///{tmp / 'hub.db'}"
+        return
+    import psycopg
+
+    schema = f"gymhub_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+        try:
+            base = postgres.replace("postgresql://", "postgresql+psycopg://", 1)
+            yield f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}"
+        finally:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _run(args: argparse.Namespace, tmp: Path, store: HubStore) -> None:
+    print(f"database: {store.db.engine.dialect.name}")
     create_token(store.db, OWNER)
     t = time.perf_counter()
     for i in range(args.versions):

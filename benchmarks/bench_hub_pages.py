@@ -11,6 +11,7 @@ through :meth:`HubStore.publish` (the approach of ``bench_hub_index.py``), every
 one checked; the first page request also reads the newest wheel's README (reported apart).
 
     python benchmarks/bench_hub_pages.py --versions 1000 --repeats 20
+    python benchmarks/bench_hub_pages.py --postgres postgresql://root@127.0.0.1:5432/test
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_hub_index import NAME, OWNER, synthetic_wheel, timed
+from bench_hub_index import NAME, OWNER, database, synthetic_wheel, timed
 
 from gymhub.hub.archive import validate_wheel
 from gymhub.hub.index import index_router
@@ -39,9 +40,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--postgres", default="", metavar="URL",
+                    help="run on PostgreSQL (a fresh schema there) instead of SQLite")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_hub_pages_"))
-    store = HubStore.open(f"sqlite:///{tmp / 'hub.db'}", tmp / "blobs")
+    with database(args.postgres, tmp) as url:
+        _run(args, HubStore.open(url, tmp / "blobs"))
+
+
+def _run(args: argparse.Namespace, store: HubStore) -> None:
+    print(f"database: {store.db.engine.dialect.name}")
     create_token(store.db, OWNER)
     t = time.perf_counter()
     for i in range(args.versions):
