@@ -31,7 +31,7 @@ from gymhub.sandbox.base import (
 )
 from gymhub.sandbox.cgroups import CallCgroup, Cgroups
 from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv, run_monitored
-from gymhub.sandbox.repl import Channel, Death, ReplClient, server_argv
+from gymhub.sandbox.repl import Channel, Death, ReplClient, send_until, server_argv
 from gymhub.sandbox.workdir import HostWorkdir
 from gymhub.sandbox.workdir_pool import WorkdirPool
 
@@ -123,21 +123,7 @@ class HostChannel(Channel):
 
     def send(self, data: bytes, deadline: float) -> bool:
         """Write a request (see :meth:`Channel.send`)."""
-        view = memoryview(data)
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._req, selectors.EVENT_WRITE)
-            while view:
-                try:
-                    view = view[os.write(self._req, view):]
-                    continue
-                except BlockingIOError:
-                    pass
-                except OSError:  # EPIPE: the interpreter closed its end or died
-                    return False
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    return False
-        return True
+        return send_until(self._req, lambda view: os.write(self._req, view), data, deadline)
 
     def recv(self, deadline: float) -> bytes | None:
         """Read what the interpreter sent (see :meth:`Channel.recv`)."""

@@ -25,8 +25,10 @@ from __future__ import annotations
 import abc
 import json
 import secrets
+import selectors
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from typing import Any
 from gymhub.errors import BackendError, GymhubError, ReplProtocolError
 from gymhub.sandbox.base import LIMIT_CPU, LIMIT_MEMORY, LIMIT_WALL, Limits, PythonResult
 
-__all__ = ["Channel", "Death", "ReplClient", "server_argv"]
+__all__ = ["Channel", "Death", "ReplClient", "send_until", "server_argv"]
 
 _MAGIC = b"GHR1"
 _HEAD = struct.Struct(">4sI")
@@ -65,6 +67,31 @@ class Death:
     exit_code: int | None = None
     signal: int | None = None
     oom_killed: bool = False
+
+
+def send_until(target: Any, write: Callable[[memoryview], int], data: bytes,
+               deadline: float) -> bool:
+    """Write all of ``data`` with ``write`` before ``deadline``; ``False`` if it cannot.
+
+    Both channel kinds (a pipe, a container's socket) are non-blocking: a full buffer is
+    waited out on ``target``'s writability, never spun on, and a closed peer (EPIPE) or
+    the deadline ends the write as a dead interpreter rather than an exception.
+    """
+    view = memoryview(data)
+    with selectors.DefaultSelector() as sel:
+        sel.register(target, selectors.EVENT_WRITE)
+        while view:
+            try:
+                view = view[write(view):]
+                continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:  # EPIPE: the interpreter closed its end or died
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return False
+    return True
 
 
 class Channel(abc.ABC):

@@ -34,7 +34,7 @@ from gymhub.errors import BackendError
 from gymhub.sandbox.base import LIMIT_CPU, LIMIT_MEMORY, LIMIT_OUTPUT, LIMIT_WALL, WORKDIR, Limits
 from gymhub.sandbox.hostsession import BASE_ENV, repl_rlimits
 from gymhub.sandbox.process import hit_cpu_rlimit, launcher_argv
-from gymhub.sandbox.repl import Channel, Death, server_argv
+from gymhub.sandbox.repl import Channel, Death, send_until, server_argv
 
 if TYPE_CHECKING:
     from gymhub.sandbox.docker.backend import DockerSandbox, _Box
@@ -311,21 +311,7 @@ class DockerChannel(Channel):
 
     def send(self, data: bytes, deadline: float) -> bool:
         """Write a request (see :meth:`Channel.send`)."""
-        view = memoryview(data)
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._sock, selectors.EVENT_WRITE)
-            while view:
-                try:
-                    view = view[self._sock.send(view[:1 << 16]):]
-                    continue
-                except (BlockingIOError, InterruptedError):
-                    pass
-                except OSError:
-                    return False
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    return False
-        return True
+        return send_until(self._sock, lambda view: self._sock.send(view[:1 << 16]), data, deadline)
 
     def recv(self, deadline: float) -> bytes | None:
         """Read what the interpreter sent (see :meth:`Channel.recv`)."""
