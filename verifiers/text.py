@@ -9,6 +9,7 @@ from gymhub.errors import SpecError
 from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
+from .golden import GoldenCase
 
 __all__: list[str] = []
 
@@ -70,3 +71,17 @@ def build_regex(spec: SpecReader) -> VerifyFn:
         return Score(1.0 if m else 0.0, details={"reason": "match" if m else "no match"})
 
     return verify
+
+
+GOLDEN = [
+    GoldenCase("pass", {"type": "exact_match"}, " hi\n", gold="hi", note="whitespace stripped"),
+    GoldenCase("fail", {"type": "exact_match"}, "Hi", gold="hi", note="case-sensitive"),
+    GoldenCase("pass", {"type": "exact_match", "case_sensitive": False}, "HI", gold="hi"),
+    GoldenCase("malformed", {"type": "exact_match"}, {"answer": "hi"}, gold="hi",
+               note="a mapping is not text"),
+    GoldenCase("pass", {"type": "regex", "pattern": r"\d+"}, " 42 ", note="fullmatch, stripped"),
+    GoldenCase("fail", {"type": "regex", "pattern": r"\d+"}, "42 apples"),
+    GoldenCase("malformed", {"type": "regex", "pattern": r"\d+"}, None, note="no text at all"),
+    GoldenCase("malformed", {"type": "regex", "pattern": r"\d+", "max_chars": 8}, "1" * 9,
+               note="over the length cap"),
+]
