@@ -191,7 +191,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
     owner, name, _ = parse_ref(args.ref, version=False)
     with HubClient.from_env(args.hub, need_token=False) as client:
-        print(format_package(client.package(owner, name)))
+        page = client.package(owner, name)
+    print(json.dumps(page) if args.json else format_package(page))
     return 0
 
 
@@ -232,6 +233,7 @@ def _add_hub_commands(sub: Any) -> None:
     info = sub.add_parser("info", help="show an environment's versions on a hub")
     info.add_argument("ref", metavar="OWNER/NAME")
     info.add_argument("--hub", default=None, help=hub_help)
+    info.add_argument("--json", action="store_true", help="print the hub's JSON reply")
     info.set_defaults(fn=_cmd_info)
     inst = sub.add_parser("install", help="install an environment from a hub, by digest")
     inst.add_argument("ref", nargs="?", default=None, metavar="OWNER/NAME[@VERSION]",
