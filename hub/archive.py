@@ -145,6 +145,11 @@ class WheelInfo:
         """What the store records of this wheel (:meth:`HubStore.publish`'s input)."""
         meta = dataclasses.asdict(self.metadata)
         meta["top_level"] = list(self.top_level)
+        # PEP 658's hash of METADATA, measured now, so an index listing never reopens the
+        # wheel (the member's name is fixed by the checks above: one dist-info directory).
+        meta["core_metadata_sha256"] = next(
+            (f.sha256 for f in self.files if f.path.endswith(".dist-info/METADATA")
+             and f.path.count("/") == 1), None)
         return WheelDescription(
             name=self.env_name, version=self.version, sha256=self.sha256, size=self.size,
             filename=self.filename, env_ids=self.env_ids, metadata=meta,

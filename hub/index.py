@@ -190,11 +190,13 @@ def _project_files(store: HubStore, cache: _MetadataCache,
     versions = sorted(store.list_versions(owner, name), key=lambda v: _sort_key(v.version))
     files: list[_File] = []
     for v in versions:
-        meta = cache.get(store, v)
+        meta_sha = v.metadata.get("core_metadata_sha256")
+        if not isinstance(meta_sha, str):  # published before the hash was recorded
+            meta = cache.get(store, v)
+            meta_sha = hashlib.sha256(meta).hexdigest() if meta is not None else None
         files.append(_File(
             v.filename, v.sha256, v.size, str(v.metadata.get("requires_python") or ""),
-            (v.yank_reason or True) if v.yanked else False, _iso(v.uploaded_at),
-            hashlib.sha256(meta).hexdigest() if meta is not None else None))
+            (v.yank_reason or True) if v.yanked else False, _iso(v.uploaded_at), meta_sha))
     return files, [v.version for v in versions]
 
 

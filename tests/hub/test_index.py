@@ -304,12 +304,28 @@ def test_pip_installs_the_real_scaffold_from_the_index(built, server, tmp_path):
     assert r.returncode != 0 and not list((tmp_path / "d").glob("*.dist-info"))
 
 
-def test_a_damaged_blob_drops_its_core_metadata_not_the_page(hub, store, client):
+def test_a_damaged_blob_keeps_its_listing_and_serves_nothing(hub, store, client):
     filename, data = hub["0.2.0"]
     store.blobs.path(sha(data)).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size
     r = client.get(f"/simple/{PROJECT}/?format=json")
     assert r.status_code == 200
     files = {f["filename"]: f for f in r.json()["files"]}
-    assert "core-metadata" not in files[filename]
-    assert "core-metadata" in files[hub["0.1.0"][0]]
+    # The hash was measured at publish, so the listing never reads a blob; what the damaged
+    # blob would serve is refused at the read instead.
+    assert files[filename]["core-metadata"]["sha256"] == sha(metadata_of(data))
     assert client.get(f"/files/{sha(data)}/{filename}.metadata").status_code == 404
+    # The file itself is streamed as stored; every installer pins the listed sha256, which
+    # the damaged bytes no longer have.
+    served = client.get(f"/files/{sha(data)}/{filename}").content
+    assert sha(served) != files[filename]["hashes"]["sha256"]
+
+
+def test_listings_do_not_open_wheels(hub, store, client, monkeypatch):
+    opened = []
+    real = type(store).read_file
+    monkeypatch.setattr(type(store), "read_file",
+                        lambda self, info: opened.append(info.filename) or real(self, info))
+    body = client.get(f"/simple/{PROJECT}/?format=json").json()
+    assert body["files"] and all("core-metadata" in f for f in body["files"])
+    assert client.get(f"/simple/{PROJECT}/").status_code == 200
+    assert opened == []
