@@ -138,7 +138,9 @@ def _run(box: Sandbox, version: VersionInfo, data: bytes,
                     workdir_mb=256, tmp_mb=64, output_bytes=256 << 10)
 
     def left() -> Limits:
-        wall = max(deadline - time.monotonic(), 1.0)
+        # The budget is the whole check's: a step gets what is left of it, never a floor
+        # that would let a slow install push the check past its deadline.
+        wall = max(deadline - time.monotonic(), 0.01)
         return Limits(**{**vars(limits), "wall_s": wall, "cpu_s": wall})
 
     with box.session(limits) as session:
@@ -152,7 +154,8 @@ def _run(box: Sandbox, version: VersionInfo, data: bytes,
                    "ms": round((time.perf_counter() - t0) * 1000, 3),
                    "detail": _tail(res.stderr)}
         if res.limit:
-            return "unchecked", unchecked(f"install stopped by the {res.limit} limit", [install])
+            why = "timeout" if res.timed_out else f"{res.limit} limit"
+            return "unchecked", unchecked(f"the install stopped: {why}", [install])
         if res.exit_code != 0 and _tail(res.stderr).startswith("bwrap:"):
             return "unchecked", unchecked(f"the sandbox failed: {_tail(res.stderr)}", [install])
         if not install["ok"]:

@@ -39,10 +39,11 @@ class Hub:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
-    def start(self, max_mb: int = 1) -> "Hub":
+    def start(self, max_mb: int = 1, *extra: str) -> "Hub":
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gymhub.cli", "hub", "serve", "--port", "0", "--db",
-             self.db_url, "--storage", str(self.storage), "--max-upload-mb", str(max_mb)],
+             self.db_url, "--storage", str(self.storage), "--max-upload-mb", str(max_mb),
+             *extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(), cwd=REPO)
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
@@ -182,3 +183,23 @@ def test_a_hub_killed_mid_upload_shows_nothing_and_the_push_succeeds_after(
     out = gymhub("push", str(wheel), GYMHUB_HUB_URL=hub.url, GYMHUB_HUB_TOKEN=alice)
     assert out.returncode == 0 and out.stdout.startswith("published: alice/wordle 0.1.0"), \
         out.stdout + out.stderr
+
+
+def test_serve_signs_with_the_key_it_is_given_and_keeps_it_across_restarts(tmp_path):
+    import httpx
+
+    from gymhub.hub.signing import HubKey
+
+    path = tmp_path / "keys" / "hub.pem"
+    first = Hub(tmp_path).start(1, "--key", str(path))
+    try:
+        served = httpx.get(f"{first.url}/.well-known/gymhub-hub-key").json()
+    finally:
+        first.kill()
+    assert path.exists() and (path.stat().st_mode & 0o077) == 0  # private to its owner
+    assert served == HubKey.load_or_create(path).public_json()
+    again = Hub(tmp_path).start(1, "--key", str(path))
+    try:
+        assert httpx.get(f"{again.url}/.well-known/gymhub-hub-key").json() == served
+    finally:
+        again.kill()
