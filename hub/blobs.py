@@ -5,8 +5,9 @@ a retried or concurrent upload of one wheel is harmless) and lets every read pro
 what the database promised. The database never points at a blob that is not fully on
 disk: publishing writes the blob *first*, durably, and only then commits the row
 (:mod:`gymhub.hub.store`). A crash in between leaves an unreferenced blob, which costs
-disk space and nothing else; a sweep that removes such blobs must spare young ones (a
-publish may be about to commit them) and is not built yet.
+disk space and nothing else; :mod:`gymhub.hub.audit` finds such blobs and sweeps them,
+sparing young ones (a publish may be about to commit them: ``put`` of bytes already
+stored refreshes the file's time for exactly that reason).
 
 :class:`BlobStore` is the interface the hub uses, so an object store can replace
 :class:`FileBlobStore` without touching the publish logic.
@@ -14,19 +15,32 @@ publish may be about to commit them) and is not built yet.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
 from gymhub.errors import BlobCorrupted, DigestMismatch, InvalidHubInput
 
-__all__ = ["BlobStore", "FileBlobStore", "check_sha256"]
+__all__ = ["BlobEntry", "BlobStore", "FileBlobStore", "check_sha256"]
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class BlobEntry:
+    """One stored blob as the store sees it, for audits (``mtime``: last put, epoch s)."""
+
+    sha256: str
+    size: int
+    mtime: float
 
 
 def check_sha256(digest: str) -> str:
@@ -71,8 +85,20 @@ class BlobStore(Protocol):
         """Whether a blob is stored under ``sha256`` (intact or not)."""
         ...
 
-    def delete(self, sha256: str) -> bool:
-        """Remove the blob; ``False`` if there was none. For garbage collection only."""
+    def delete(self, sha256: str, *, modified_before: float | None = None) -> bool:
+        """Remove the blob; ``False`` if there was none. For garbage collection only.
+
+        With ``modified_before`` (epoch seconds) a blob put again since then is kept: a
+        publish of those bytes may be about to reference it.
+        """
+        ...
+
+    def entries(self) -> Iterator[BlobEntry]:
+        """Every stored blob (for audits and sweeps; order unspecified)."""
+        ...
+
+    def remove_stale_temporaries(self, older_than_s: float) -> int:
+        """Delete partial writes older than ``older_than_s`` (a crash mid-put); their count."""
         ...
 
 
@@ -116,6 +142,7 @@ class FileBlobStore:
         if hashlib.sha256(data).hexdigest() != sha256:
             raise DigestMismatch(f"the data does not hash to {sha256}")
         if target.is_file() and self._intact(target, sha256, len(data)):
+            os.utime(target)  # young again: a sweep must not take it before the row commits
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
@@ -158,12 +185,31 @@ class FileBlobStore:
     def exists(self, sha256: str) -> bool:  # noqa: D102
         return self.path(sha256).is_file()
 
-    def delete(self, sha256: str) -> bool:  # noqa: D102
+    def delete(self, sha256: str, *, modified_before: float | None = None) -> bool:  # noqa: D102
+        path = self.path(sha256)
         try:
-            self.path(sha256).unlink()
+            if modified_before is not None and path.stat().st_mtime > modified_before:
+                return False
+            path.unlink()
         except FileNotFoundError:
             return False
         return True
+
+    def entries(self) -> Iterator[BlobEntry]:  # noqa: D102
+        for path in self.root.glob("[0-9a-f][0-9a-f]/[0-9a-f][0-9a-f]/*"):
+            if _SHA256.fullmatch(path.name) and path.name[:4] == path.parent.parent.name + \
+                    path.parent.name:
+                st = path.stat()
+                yield BlobEntry(path.name, st.st_size, st.st_mtime)
+
+    def remove_stale_temporaries(self, older_than_s: float) -> int:  # noqa: D102
+        cutoff, removed = time.time() - older_than_s, 0
+        for path in self.root.glob("*/*/.tmp-*"):
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime <= cutoff:
+                    path.unlink()
+                    removed += 1
+        return removed
 
     @staticmethod
     def _intact(path: Path, sha256: str, size: int) -> bool:

@@ -9,7 +9,9 @@ users get tokens from it. ``create`` prints the token alone on stdout, as its la
 and everything else on stderr, so ``TOKEN=$(gymhub hub token create ...)`` works.
 
 ``serve`` signs check results with the key at ``--key`` (created on first start) and
-checks every new upload in the background; ``check`` reruns one version's check now.
+checks every new upload in the background; ``check`` reruns one version's check now;
+``fsck`` compares storage with the database and, with ``--sweep``, removes blobs nothing
+references (exit 1 on damage).
 """
 
 from __future__ import annotations
@@ -153,6 +155,32 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0 if info.status == "passed" else 1
 
 
+def _cmd_fsck(args: argparse.Namespace) -> int:
+    import json
+
+    from gymhub.hub.audit import audit, sweep
+    from gymhub.hub.store import HubStore
+    from gymhub.hub.tokens import parse_duration
+
+    storage = Path(args.storage) if args.storage else default_storage(args.db)
+    store = HubStore.open(args.db, storage)
+    try:
+        removed: list[str] = []
+        if args.sweep:
+            grace = None if args.grace.strip() in {"0", "0s"} else parse_duration(args.grace)
+            removed = sweep(store, grace_s=grace.total_seconds() if grace else 0.0)
+        report = audit(store, verify=not args.no_verify)
+    finally:
+        store.db.close()
+    if args.json:
+        print(json.dumps({**report.to_dict(), "swept": removed}))
+    else:
+        for sha in removed:
+            print(f"swept unreferenced blob {sha}")
+        print(report.summary())
+    return 0 if report.ok else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     from gymhub.hub.db import default_db_url
 
@@ -187,6 +215,21 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=300.0, help="seconds the check may take")
     check.add_argument("--json", action="store_true", help="print the details JSON")
     check.set_defaults(fn=_cmd_check)
+
+    fsck = sub.add_parser("fsck", help="check storage against the database (exit 1 on "
+                                       "damage); --sweep removes unreferenced blobs")
+    fsck.add_argument("--db", default=default_db_url(), help=db_help)
+    fsck.add_argument("--storage", default=None,
+                      help="directory for wheel files (default: hub-files/ beside the db)")
+    fsck.add_argument("--sweep", action="store_true",
+                      help="delete unreferenced blobs and partial writes older than --grace")
+    fsck.add_argument("--grace", default="1h",
+                      help="age an unreferenced blob must reach before a sweep takes it "
+                           "(a publish may be committing it): 1h, 30m, 0 ...")
+    fsck.add_argument("--no-verify", action="store_true",
+                      help="compare sizes only, without hashing every blob")
+    fsck.add_argument("--json", action="store_true", help="print the report as JSON")
+    fsck.set_defaults(fn=_cmd_fsck)
 
     create = tsub.add_parser("create", help="mint a token (creates the owner if needed)")
     create.add_argument("--owner", required=True, help="the namespace the token acts for")
