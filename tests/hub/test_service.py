@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
 from gymhub.errors import LookalikeName, TokenOwnerError, VersionConflict
+from gymhub.hub.audit import audit
 from gymhub.hub.client import HubClient, hub_error_from_code
 from gymhub.hub.service import create_hub_app
 from gymhub.hub.tokens import create_token, revoke_token
@@ -18,6 +19,14 @@ def hub(store):
     app = create_hub_app(store, max_upload_bytes=200_000)
     with TestClient(app) as client:
         yield client
+    report = audit(store)  # whatever a test threw at it, storage and database agree
+    assert report.ok, report.summary()
+
+
+def _nothing_stored(store):
+    assert store.search("") == []
+    report = audit(store)
+    assert report.blobs == 0 and report.versions == 0, report.summary()
 
 
 @pytest.fixture
@@ -93,7 +102,7 @@ def test_upload_info_search_yank_whoami(hub, tokens, spec):
 def test_unauthorised_uploads_are_refused_and_store_nothing(hub, store, tokens, spec, who,
                                                             status, code):
     _error(_upload(hub, tokens.get(who, who), *spec.build()), status, code)
-    assert store.search("") == []
+    _nothing_stored(store)
 
 
 def test_yank_needs_the_yank_scope_of_the_owner(hub, tokens, spec):
@@ -126,7 +135,7 @@ def test_too_large_uploads_are_refused_on_their_declared_length(hub, store, toke
     _error(hub.post("/api/v1/upload", content=chunks,
                     headers={"X-Filename": filename, **_auth(tokens["alice"])}),
            413, "payload_too_large")
-    assert store.search("") == []
+    _nothing_stored(store)
 
 
 @pytest.mark.parametrize(("mutate", "status", "code"), [
@@ -140,7 +149,7 @@ def test_wheels_outside_the_namespace_are_refused(hub, store, tokens, spec, muta
     for key, value in mutate.items():
         setattr(spec, key, value)
     _error(_upload(hub, tokens["alice"], *spec.build()), status, code)
-    assert store.search("") == []
+    _nothing_stored(store)
 
 
 def test_a_corrupt_archive_is_refused(hub, store, tokens, spec):
@@ -148,7 +157,7 @@ def test_a_corrupt_archive_is_refused(hub, store, tokens, spec):
     _error(_upload(hub, tokens["alice"], filename, data[: len(data) // 2]), 422,
            "corrupt_archive")
     _error(_upload(hub, tokens["alice"], "", data), 422, "invalid_wheel_filename")
-    assert store.search("") == []
+    _nothing_stored(store)
 
 
 def test_a_lookalike_package_is_a_conflict(hub, store, tokens, spec):
