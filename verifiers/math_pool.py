@@ -154,8 +154,12 @@ class MathPool:
             while True:
                 if self._closed:
                     raise WorkerFailed("the math worker pool is shut down")
-                if self._idle:
-                    return self._idle.pop()
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.proc.poll() is None:
+                        return worker
+                    worker.kill()  # died while idle (OOM killer, a stray signal): not this
+                    self._alive -= 1  # request's fault, so it gets a fresh worker instead
                 if self._alive < self.size:
                     self._alive += 1
                     break
