@@ -4,8 +4,8 @@ Why processes and not threads: SymPy can run for ever on a hostile answer, and o
 process can be stopped at a deadline. Why a *persistent* pool: a worker's start (an
 interpreter plus SymPy and math-verify) costs about a second, a warm request a few
 milliseconds. Workers start lazily, one per concurrent caller up to ``size``, and are
-reused; a worker that misses its deadline or dies is killed, reaped and forgotten, and
-the next request that needs one starts a fresh one.
+reused; a worker that misses its deadline is killed, reaped and replaced in the
+background; one that dies is reaped, and the next request that needs one starts it.
 
 The host side only does pipe I/O with ``select``, so it works from any thread (the
 reason math-verify cannot be called in-process from a server's worker threads). The
@@ -203,6 +203,7 @@ class MathPool:
             with self._cond:
                 self.killed += 1
             self._forget()
+            self._replace_soon()
             raise WorkerTimeout(
                 f"no answer within {timeout_s:g} s; the worker was killed") from None
         except BaseException:
@@ -211,6 +212,31 @@ class MathPool:
             raise
         self._release(worker)
         return reply
+
+    def _replace_soon(self) -> None:
+        """Start a worker in the background for the one just killed.
+
+        Runaway answers come in bursts during training; without this, the request after
+        each kill would wait for a cold start (about a second) instead of the deadline
+        alone. A replacement that cannot start is dropped: the next request starts one
+        itself and reports the failure.
+        """
+        with self._cond:
+            if self._closed or self._alive >= self.size:
+                return
+            self._alive += 1
+
+        def start() -> None:
+            try:
+                worker = _Worker(self.memory_mb)
+            except Exception:
+                self._forget()
+                return
+            with self._cond:
+                self.started += 1
+            self._release(worker)
+
+        threading.Thread(target=start, name="math-worker-replace", daemon=True).start()
 
     def warm(self, n: int | None = None) -> None:
         """Start workers now (up to ``n``, default ``size``) so the first requests are warm."""
