@@ -27,18 +27,16 @@ import itertools
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
-
-import jsonschema
-from jsonschema.exceptions import SchemaError, ValidationError
-from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable
+from typing import TYPE_CHECKING, Any
 
 from gymhub.errors import SpecError
 from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
 from .golden import GoldenCase
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 __all__: list[str] = []
 
@@ -118,6 +116,12 @@ def _short(text: str) -> str:
 @verifier_kind("json_schema")
 def build_json_schema(spec: SpecReader) -> VerifyFn:
     """Compile a ``json_schema`` spec (fields in the module docstring)."""
+    # imported here: jsonschema costs ~0.1 s, which every `import gymhub.envs` would pay
+    import jsonschema
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+    from referencing.exceptions import Unresolvable
+
     schema = spec.get("schema", (dict, bool))
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
