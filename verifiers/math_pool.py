@@ -52,12 +52,19 @@ class _Worker:
 
     def __init__(self, memory_mb: int) -> None:
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", str(_WORKER), str(memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            close_fds=True)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", str(_WORKER), str(memory_mb)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                close_fds=True)
+        except OSError as exc:
+            raise WorkerFailed(f"cannot start a math worker: {exc}") from exc
         self._buf = b""
-        hello = self.read(time.monotonic() + STARTUP_TIMEOUT_S)
+        try:
+            hello = self.read(time.monotonic() + STARTUP_TIMEOUT_S)
+        except WorkerFailed as exc:
+            self.kill()
+            raise WorkerFailed(f"math worker did not start: {exc}") from exc
         if hello.get("status") != "ready":
             self.kill()
             raise WorkerFailed(f"math worker did not start: {hello.get('message', hello)}")

@@ -132,10 +132,9 @@ def _read_calls(submission: Any) -> list[ToolCall]:
                          f"{type(submission).__name__}")
     calls = []
     for i, call in enumerate(submission):
-        if isinstance(call, ToolCall):
-            calls.append(call)
-            continue
         try:
+            if isinstance(call, ToolCall):  # built in code: its arguments are unchecked
+                call = {"id": call.id, "name": call.name, "arguments": call.arguments}
             calls.append(ToolCall.from_dict(call))
         except (ValueError, TypeError) as exc:
             raise _Malformed(f"call {i}: {exc}") from exc
@@ -197,13 +196,14 @@ def _value_mismatch(got: Any, want: Any, path: str) -> _Mismatch | None:
 
 def _one_of(got: Any, values: list[Any], path: str) -> _Mismatch | None:
     """``None`` when ``got`` matches an acceptable value; else the most telling mismatch."""
-    options = [v for v in values if v != ""] or values
     found: list[_Mismatch] = []
-    for want in options:
+    for want in values:  # "" too: passing it explicitly is omitting it, as in BFCL
         bad = _value_mismatch(got, want, path)
         if bad is None:
             return None
         found.append(bad)
+    options = [v for v in values if v != ""] or values
+    found = [m for m, v in zip(found, values, strict=True) if v in options]
     # a value of the right type that is wrong says more than a type error on another option
     typed = [m for m in found if m.reason != "wrong_type"]
     best = typed[0] if typed else found[0]
@@ -241,8 +241,8 @@ def _join(path: str, key: str) -> str:
 
 def _call_mismatch(call: ToolCall, expected: _Expected) -> _Mismatch | None:
     if call.name != expected.name:
-        return _Mismatch("wrong_name", None, expected.name, call.name,
-                         f"called {call.name!r}, expected {expected.name!r}")
+        return _Mismatch("wrong_name", None, expected.name, _show(call.name),
+                         f"called {_show(call.name)!r}, expected {expected.name!r}")
     return _pattern_mismatch(call.arguments, expected.arguments, "")
 
 

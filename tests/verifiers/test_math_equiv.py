@@ -191,3 +191,15 @@ def test_process_pool_is_replaced_after_shutdown() -> None:
     math_pool.shutdown()
     assert math_pool.pool() is not first
     assert score("$1$", "1").value == 1.0
+
+
+def test_a_worker_that_cannot_start_is_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Any) -> None:
+    monkeypatch.setattr(math_pool, "_WORKER", tmp_path / "missing_worker.py")
+    pool = MathPool(size=1)
+    try:
+        with pytest.raises(WorkerFailed, match="did not start"):
+            pool.request(request("1", "1"), 5)
+        assert pool.pids() == [] and pool.started == 0
+    finally:
+        pool.shutdown()

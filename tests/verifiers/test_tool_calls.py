@@ -220,3 +220,16 @@ def test_malformed_gold_is_an_error_not_a_zero(gold: Any) -> None:
 def test_bfcl_native_gold_shape() -> None:
     gold = [{"calc_area": {"base": [10], "height": [5], "unit": ["", "units"]}}]
     assert judge([call("calc_area", base=10, height=5)], gold)[0] == 1.0
+
+
+def test_explicit_empty_string_counts_as_omitting_an_optional_param() -> None:
+    gold = [expect("f", unit=["", "celsius"])]
+    assert judge([call("f", unit="")], gold)[0] == 1.0
+    _, d = judge([call("f", unit="kelvin")], gold)
+    assert d["reason"] == "wrong_value" and d["expected"] == "celsius"
+
+
+def test_tool_call_objects_with_text_or_bad_arguments() -> None:
+    gold = [expect("f", x=[1])]
+    assert judge([ToolCall("1", "f", '{"x": 1}')], gold)[0] == 1.0  # type: ignore[arg-type]
+    assert judge([ToolCall("1", "f", [1])], gold)[1]["reason"] == "malformed"  # type: ignore[arg-type]
