@@ -273,9 +273,16 @@ def pool() -> MathPool:
     global _pool
     with _lock:
         if _pool is None or _pool.pid != os.getpid() or _pool._closed:
-            size = int(os.environ.get("GYMHUB_MATH_WORKERS", "2") or 2)
-            _pool = MathPool(size=max(1, size))
+            _pool = MathPool(size=_size_from_env())
         return _pool
+
+
+def _size_from_env() -> int:
+    raw = os.environ.get("GYMHUB_MATH_WORKERS", "").strip()
+    try:
+        return max(1, int(raw)) if raw else 2
+    except ValueError:
+        raise WorkerFailed(f"GYMHUB_MATH_WORKERS must be a whole number, got {raw!r}") from None
 
 
 def shutdown() -> None:

@@ -138,6 +138,8 @@ def _read_calls(submission: Any) -> list[ToolCall]:
             calls.append(ToolCall.from_dict(call))
         except (ValueError, TypeError) as exc:
             raise _Malformed(f"call {i}: {exc}") from exc
+        except RecursionError:
+            raise _Malformed(f"call {i}: arguments nested too deeply") from None
     return calls
 
 
@@ -147,7 +149,12 @@ def _norm(text: str) -> str:
 
 
 def _show(value: Any) -> Any:
-    text = json.dumps(value, default=repr, ensure_ascii=False)
+    """The value for ``details``, or a cut JSON rendering when it is long."""
+    try:
+        text = json.dumps(value, default=repr, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+        return text if len(text) <= _SHOW else text[: _SHOW - 3] + "..."
     return value if len(text) <= _SHOW else text[: _SHOW - 3] + "..."
 
 
@@ -202,8 +209,10 @@ def _one_of(got: Any, values: list[Any], path: str) -> _Mismatch | None:
         if bad is None:
             return None
         found.append(bad)
-    options = [v for v in values if v != ""] or values
-    found = [m for m, v in zip(found, values, strict=True) if v in options]
+    real = [i for i, v in enumerate(values) if not (isinstance(v, str) and v == "")]
+    keep = real or list(range(len(values)))  # report against the values that say something
+    options = [values[i] for i in keep]
+    found = [found[i] for i in keep]
     # a value of the right type that is wrong says more than a type error on another option
     typed = [m for m in found if m.reason != "wrong_type"]
     best = typed[0] if typed else found[0]

@@ -233,3 +233,11 @@ def test_tool_call_objects_with_text_or_bad_arguments() -> None:
     gold = [expect("f", x=[1])]
     assert judge([ToolCall("1", "f", '{"x": 1}')], gold)[0] == 1.0  # type: ignore[arg-type]
     assert judge([ToolCall("1", "f", [1])], gold)[1]["reason"] == "malformed"  # type: ignore[arg-type]
+
+
+def test_hostile_argument_shapes_are_malformed_or_judged_never_crash() -> None:
+    gold = [expect("f", x=[1])]
+    deep = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert judge([{"name": "f", "arguments": deep}], gold)[1]["reason"] == "malformed"
+    value, d = judge([ToolCall("1", "f", {"x": 1, (1, 2): "tuple key"})], gold)  # type: ignore[dict-item]
+    assert value == 0.0 and d["reason"] == "unexpected_param"
