@@ -13,6 +13,7 @@ from gymhub.errors import SpecError
 from gymhub.types import Score
 
 from .core import SpecReader, Verifier, VerifyFn, compile_child, verifier_kind
+from .golden import GoldenCase
 
 __all__: list[str] = []
 
@@ -27,6 +28,13 @@ def _run_parts(
     return scores, None
 
 
+def _reason(parts: Sequence[Verifier], scores: Sequence[Score]) -> str:
+    """The parts that fell short, each with its own reason: why the whole scored less."""
+    short = [f"{i}:{p.name}={s.value:g} ({s.details.get('reason', 'no reason given')})"
+             for i, (p, s) in enumerate(zip(parts, scores, strict=True)) if s.value < 1.0]
+    return "; ".join(short) if short else f"all {len(parts)} parts scored 1"
+
+
 def _combine(parts: Sequence[Verifier], fold: Callable[[list[Score]], float]) -> VerifyFn:
     def verify(submission: Any, task: Any, state: Any) -> Score:
         scores, failure = _run_parts(parts, submission, task, state)
@@ -35,7 +43,8 @@ def _combine(parts: Sequence[Verifier], fold: Callable[[list[Score]], float]) ->
         components = {
             f"{i}:{p.name}": s.value for i, (p, s) in enumerate(zip(parts, scores, strict=True))
         }
-        details = {p.id: s.details for p, s in zip(parts, scores, strict=True)}
+        details: dict[str, Any] = {p.id: s.details for p, s in zip(parts, scores, strict=True)}
+        details["reason"] = _reason(parts, scores)
         return Score(value=fold(scores), components=components, details=details)
 
     return verify
@@ -74,3 +83,27 @@ def build_min(spec: SpecReader) -> VerifyFn:
     """``{"type": "min", "parts": [...]}``: the weakest part's score."""
     parts = [compile_child(c) for c in spec.children("parts")]
     return _combine(parts, lambda s: min(x.value for x in s))
+
+
+_PARTS = [{"type": "exact_match"}, {"type": "regex", "pattern": "h[a-z]"}]
+_WEIGHTED = {"type": "weighted_sum", "parts": [{"weight": 3, "verifier": _PARTS[0]},
+                                               {"weight": 1, "verifier": _PARTS[1]}]}
+_BROKEN = {"type": "exact_match"}  # with a gold that is not text: the part crashes
+
+GOLDEN = [
+    GoldenCase("pass", _WEIGHTED, "hi", gold="hi"),
+    GoldenCase("fail", _WEIGHTED, "ho", gold="hi", note="only the regex part: 0.25"),
+    GoldenCase("malformed", _WEIGHTED, None, gold="hi", note="no text: every part says why"),
+    GoldenCase("error", _WEIGHTED, "hi", gold=7, note="a part that cannot judge spoils the sum"),
+    GoldenCase("pass", {"type": "all_of", "parts": _PARTS}, "hi", gold="hi"),
+    GoldenCase("fail", {"type": "all_of", "parts": _PARTS}, "ho", gold="hi",
+               note="one part passes, the gate stays shut"),
+    GoldenCase("malformed", {"type": "all_of", "parts": _PARTS}, ["hi"], gold="hi"),
+    GoldenCase("error", {"type": "all_of", "parts": [_PARTS[1], _BROKEN]}, "hi", gold=None,
+               note="the error propagates even though the regex part passed"),
+    GoldenCase("pass", {"type": "min", "parts": _PARTS}, "hi", gold="hi"),
+    GoldenCase("fail", {"type": "min", "parts": _PARTS}, "hx", gold="hi"),
+    GoldenCase("malformed", {"type": "min", "parts": _PARTS}, b"hi", gold="hi",
+               note="bytes are not text"),
+    GoldenCase("error", {"type": "min", "parts": [_BROKEN]}, "hi", gold=None),
+]

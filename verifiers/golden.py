@@ -38,6 +38,10 @@ class GoldenCase:
         state: the environment state passed to the verifier, if the kind reads it.
         note: what the case demonstrates (shown when it fails).
         fixture: ``task.fixture`` for kinds that read it.
+        meta: ``task.meta`` for the case.
+        needs: what the case needs from the machine, e.g. ``("sandbox",)`` for code
+            that must run in a sandbox backend; a test may skip a case whose needs this
+            machine cannot meet (cases that judge without it stay checked).
     """
 
     expect: Literal["pass", "fail", "malformed", "error"]
@@ -48,6 +52,7 @@ class GoldenCase:
     note: str = ""
     fixture: Any = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:

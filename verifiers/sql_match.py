@@ -31,16 +31,24 @@ database unavailable, bad state) are ``Score.error``, which the learner masks.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gymhub.errors import BackendError, GymhubError
-from gymhub.sandbox.sql import DatabaseSource, QueryError, QueryResult, SqlDatabase
+from gymhub.sandbox.sql import (
+    DatabaseSource,
+    QueryError,
+    QueryResult,
+    SqlDatabase,
+    SqliteImageSource,
+)
 from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
+from .golden import GoldenCase
 from .sql_compare import compare_results, has_top_level_order_by
 
 __all__ = ["GOLD_CACHE_SIZE", "PRESETS"]
@@ -226,3 +234,45 @@ def _zero(sources: list[DatabaseSource], reason: str) -> Score:
                for i, s in enumerate(sources)]
     return Score(0.0, components=_components(results), details={"reason": reason,
                                                                 "databases": results})
+
+
+def _golden_image(rows: str) -> bytes:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript("CREATE TABLE staff (name TEXT, team TEXT, salary REAL);" + rows)
+        return conn.serialize()
+    finally:
+        conn.close()
+
+
+# A fixture and one perturbed copy (same schema, other rows): a few kB, built in ~1 ms.
+_STATE = (
+    SqliteImageSource("golden/fixture", _golden_image(
+        "INSERT INTO staff VALUES ('ann', 'ops', 10), ('bob', 'dev', 20), ('cid', 'dev', 30);"),
+        "fixture"),
+    SqliteImageSource("golden/perturbed", _golden_image(
+        "INSERT INTO staff VALUES ('dee', 'dev', 5), ('eve', 'ops', 50), ('fay', 'ops', 7);"),
+        "perturbed"),
+)
+_SQL = {"type": "sql_match"}
+_GOLD = "SELECT name FROM staff WHERE team = 'dev' ORDER BY name"
+
+GOLDEN = [
+    GoldenCase("pass", _SQL, "select s.name from staff s where s.team='dev' order by 1",
+               gold=_GOLD, state=_STATE, note="same rows, other text"),
+    GoldenCase("pass", _SQL, "SELECT team, name FROM staff WHERE salary > 15",
+               gold="SELECT name, team FROM staff WHERE salary > 15", state=_STATE,
+               note="test_suite: row order and column order free when gold has no ORDER BY"),
+    GoldenCase("fail", _SQL, "SELECT name FROM staff WHERE salary > 15 ORDER BY name",
+               gold=_GOLD, state=_STATE,
+               note="right on the fixture only: the perturbed copy catches it"),
+    GoldenCase("fail", _SQL, "SELECT name FROM staff WHERE team = 'dev' ORDER BY name DESC",
+               gold=_GOLD, state=_STATE, note="gold orders, so order counts"),
+    GoldenCase("malformed", _SQL, "SELEC name FROM staff", gold=_GOLD, state=_STATE,
+               note="a syntax error"),
+    GoldenCase("malformed", _SQL, {"sql": "SELECT 1"}, gold=_GOLD, state=_STATE,
+               note="not SQL text"),
+    GoldenCase("error", _SQL, "SELECT name FROM staff", gold="SELECT name FROM no_such_table",
+               state=_STATE, note="a broken gold query is the judge's failure"),
+    GoldenCase("error", _SQL, "SELECT 1", gold=_GOLD, state=None, note="no database to run on"),
+]

@@ -79,6 +79,8 @@ GOLDEN = [
     GoldenCase("pass", {"type": "exact_match", "case_sensitive": False}, "HI", gold="hi"),
     GoldenCase("malformed", {"type": "exact_match"}, {"answer": "hi"}, gold="hi",
                note="a mapping is not text"),
+    GoldenCase("error", {"type": "exact_match"}, "hi", gold=None,
+               note="a task without a text gold cannot be judged"),
     GoldenCase("pass", {"type": "regex", "pattern": r"\d+"}, " 42 ", note="fullmatch, stripped"),
     GoldenCase("fail", {"type": "regex", "pattern": r"\d+"}, "42 apples"),
     GoldenCase("malformed", {"type": "regex", "pattern": r"\d+"}, None, note="no text at all"),

@@ -62,6 +62,7 @@ from gymhub.sandbox.base import LIMIT_WALL
 from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
+from .golden import GoldenCase
 
 __all__ = [
     "Job",
@@ -524,3 +525,24 @@ def build_unit_tests(spec: SpecReader) -> VerifyFn:
         return score_run(run)
 
     return verify
+
+
+_UT = {"type": "unit_tests", "timeout_s": 2.0}
+_ADD = {"entry_point": "add",
+        "tests": "assert add(2, 3) == 5\nassert add(-4, -4) == -8\nassert add(10, 7) == 17\n"}
+_SANDBOX = ("sandbox",)
+
+GOLDEN = [
+    GoldenCase("pass", _UT, "def add(a, b):\n    return a + b\n", fixture=_ADD, needs=_SANDBOX),
+    GoldenCase("fail", _UT, "def add(a, b):\n    return 5\n", fixture=_ADD, needs=_SANDBOX,
+               note="a constant passes one test of three"),
+    GoldenCase("fail", _UT, "import os\ndef add(a, b):\n    os._exit(0)\n", fixture=_ADD,
+               needs=_SANDBOX, note="exiting early is not a pass"),
+    GoldenCase("malformed", _UT, "def add(a, b) return a + b", fixture=_ADD,
+               note="a syntax error, rejected on the host"),
+    GoldenCase("malformed", _UT, {"code": "def add(a, b): ..."}, fixture=_ADD,
+               note="not source text"),
+    GoldenCase("error", _UT, "def add(a, b):\n    return a + b\n",
+               fixture={"entry_point": "add", "tests": "assert ("},
+               note="a suite that does not parse cannot judge anyone"),
+]
