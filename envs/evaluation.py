@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymhub.errors import ConfigError
+
 from .core import TextEnv
 from .policies import policy_named
 from .rollout import EpisodeOutcome, run_episode
@@ -145,6 +147,8 @@ def _choose(env: TextEnv, tasks: int | Sequence[str] | None) -> list[Task]:
     if tasks is None:
         return list(env.tasks)
     if isinstance(tasks, int):
+        if tasks < 1:
+            raise ConfigError(f"the number of tasks must be at least 1, got {tasks}")
         return list(env.tasks[:tasks])
     return [env.task_by_id(t) for t in tasks]
 

@@ -90,7 +90,7 @@ class RescoreReport:
         """``"old_id -> new_id"``: how many trajectories each pair of verifier ids covers."""
         pairs: dict[str, int] = {}
         for r in self.results:
-            key = f"{r.old.verifier if r.old else None} -> {r.new.verifier if r.new else None}"
+            key = f"{_verifier_id(r.old)} -> {_verifier_id(r.new)}"
             pairs[key] = pairs.get(key, 0) + 1
         return pairs
 
@@ -228,6 +228,11 @@ def _first_difference(got: Sequence[Message], want: Sequence[Message]) -> str:
 def _clip(m: Message) -> str:
     text = json.dumps(m.to_dict(), default=str)
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _verifier_id(score: Score | None) -> str:
+    """A score's verifier id; ``-`` when no verifier made it (a truncated episode's 0)."""
+    return (score.verifier or "-") if score is not None else "(no score)"
 
 
 def _brief(score: Score | None) -> float | str | None:

@@ -53,6 +53,7 @@ class TrajectoryRecord:
         truncated: ended by the turn budget.
         gymhub: the gymhub version that wrote it.
         line: 1-based line in the file it was read from (0 when not read).
+        extra: fields of the line this module does not know (kept, written back).
     """
 
     env: str

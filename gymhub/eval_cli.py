@@ -70,8 +70,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     policy_named(args.policy)  # an unknown name fails before anything is built
     kwargs = _env_kwargs(args.env_arg)
-    env = make(args.env, **kwargs)
     writer = TrajectoryWriter(args.save) if args.save else None
+    try:
+        env = make(args.env, **kwargs)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        raise
 
     def save(task: Any, outcome: Any) -> None:
         if writer is not None:
