@@ -1,10 +1,19 @@
 """``check_env``: the acceptance gate every environment passes before it is served or published.
 
 It runs Gymnasium's own checker, then what Gymnasium cannot know about a text
-environment: seeded determinism of whole episodes, the gold policy scoring 1.0,
-evidence that the scoring tells right from wrong, hostile actions answered with
+environment: seeded determinism of whole episodes, the gold policy scoring 1.0, the
+noop policy *not* scoring 1.0 where gold does, evidence that the scoring tells right
+from wrong, hostile actions answered with
 messages rather than exceptions, and a typed error for a step after the end. Every
 check runs even if an earlier one fails, so one report shows all.
+
+An agent that does nothing must not pass. In 23 of tau2-bench's 50 airline tasks it did
+(the goal state was the start state), and every trained agent inherited the free
+points. The check plays :meth:`~gymhub.envs.TextEnv.noop_action` on the tasks the gold
+check plays and fails on any task that both noop and gold pass (a task gold fails is
+already reported by the gold check). A noop action that does not end the episode at
+once is noted, not failed: the episode then runs out of turns, which scores what a
+silent agent scores.
 
 Evidence that the scoring tells right from wrong comes in one of two forms:
 
@@ -37,6 +46,7 @@ from gymhub.errors import EnvCheckFailed, EpisodeFinished
 from gymhub.types import Message, Score, ToolCall
 
 from .core import MAX_ACTION_CHARS, TextEnv, VerifierCase
+from .policies import noop_policy
 from .rollout import Policy, gold_policy, run_episode
 from .tasks import Task
 
@@ -151,6 +161,7 @@ def check_env(
     run("gymnasium.check_env", lambda: _gymnasium(env))
     run("seeded determinism", lambda: _determinism(env, seeds))
     run("gold policy scores 1.0", lambda: _gold(env, gold_tasks))
+    run("noop policy does not pass", lambda: _noop(env, gold_tasks))
     run("verifier golden cases", lambda: _scoring_evidence(env, verifier_tasks))
     run("bad actions answered", lambda: _bad_actions(env))
     run("step after end is a typed error", lambda: _after_end(env))
@@ -201,6 +212,28 @@ def _gold(env: TextEnv, limit: int | None) -> str:
     if failures:
         raise AssertionError(f"{len(failures)}/{len(tasks)} failed, e.g. {failures[0]}")
     return f"{len(tasks)} tasks"
+
+
+def _noop(env: TextEnv, limit: int | None) -> str:
+    tasks = env.tasks if limit is None else env.tasks[:limit]
+    passed, slow = [], 0
+    for task in tasks:
+        out = run_episode(env, noop_policy, task_id=task.id)
+        slow += out.turns > 1
+        if out.value is not None and out.value >= 1.0 - 1e-9:
+            gold = run_episode(env, gold_policy, task_id=task.id).value
+            if gold is not None and gold >= 1.0 - 1e-9:
+                passed.append(task.id)
+    if passed:
+        raise AssertionError(
+            f"{len(passed)}/{len(tasks)} tasks score 1.0 when the agent does nothing "
+            f"(e.g. {passed[0]}): their score does not depend on the agent's work"
+        )
+    note = f"{len(tasks)} tasks"
+    if slow:
+        note += (f"; noop_action did not end {slow} episode(s) at once (they ran out of "
+                 "turns; override noop_action if something else ends an episode)")
+    return note
 
 
 def _scoring_evidence(env: TextEnv, limit: int) -> str:

@@ -5,19 +5,39 @@ subtly wrong: task selection from the seed, turn budgets, coercion of bad action
 error messages (never exceptions), the terminal score in ``info["score"]``, and the
 release of per-episode resources as soon as an episode ends. Subclasses implement
 ``_start``, ``_step`` and ``gold_action``; they never tokenise.
+
+The reference policies other than gold (``noop``, ``refuse``, ``random``: see
+:mod:`gymhub.envs.policies`) act through :meth:`TextEnv.noop_action`,
+:meth:`TextEnv.refuse_action` and :meth:`TextEnv.random_action`, whose generic defaults
+read the tool specs; an environment whose episodes end some other way overrides them.
 """
 
 from __future__ import annotations
 
+import random
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium
 
 from gymhub.errors import ConfigError, EpisodeFinished, EpisodeNotStarted, TaskNotFound
 from gymhub.spaces import ChatSpace, MessageSpace
-from gymhub.types import Message, Score, StepResult, Task, ToolSpec, VerifierCase, format_message
+from gymhub.types import (
+    Message,
+    Score,
+    StepResult,
+    Task,
+    ToolCall,
+    ToolSpec,
+    VerifierCase,
+    format_message,
+)
+
+from .schema_values import empty_arguments, random_arguments, random_text
+
+if TYPE_CHECKING:
+    from gymhub.verifiers import Verifier
 
 __all__ = ["TextEnv", "VerifierCase"]
 
@@ -85,6 +105,87 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
     @abstractmethod
     def gold_action(self) -> Message:
         """The reference policy's next action in the current episode."""
+
+    # ------------------------------------------------------ reference policies
+    #: Tools that end an episode, by preference: the noop and refuse defaults end
+    #: episodes through the first of these an environment has.
+    final_tool_names: ClassVar[tuple[str, ...]] = (
+        "submit", "finish", "final_answer", "answer", "done",
+    )
+    #: What the default :meth:`refuse_action` says.
+    refusal_text: ClassVar[str] = "I'm sorry, but I can't help with this request."
+
+    def final_tool(self) -> ToolSpec | None:
+        """The tool that ends an episode (``submit``-like), or ``None`` when text ends it."""
+        specs = {s.name: s for s in self.tool_specs()}
+        return next((specs[n] for n in self.final_tool_names if n in specs), None)
+
+    def noop_action(self) -> Message:
+        """End the episode at once having done nothing (tau2's "do nothing" agent).
+
+        Default: call the final tool with the least arguments it accepts (empty
+        strings, zeros, first enum values), or send empty text when there is no final
+        tool. A task that this action passes has a score that ignores the agent's work;
+        ``check_env`` fails such an environment.
+        """
+        spec = self.final_tool()
+        if spec is None:
+            return Message(role="assistant", content="")
+        return _call("noop", spec.name, empty_arguments(spec.parameters))
+
+    def refuse_action(self) -> Message:
+        """Decline the task.
+
+        Default: a ``refuse`` tool if there is one, else the final tool, with every
+        required string argument set to :attr:`refusal_text` (the refusal in words); plain
+        text when the environment has no tools.
+        """
+        specs = {s.name: s for s in self.tool_specs()}
+        spec = specs.get("refuse") or self.final_tool()
+        if spec is None:
+            return Message(role="assistant", content=self.refusal_text)
+        args = empty_arguments(spec.parameters)
+        props = spec.parameters.get("properties") or {}
+        texts = [k for k, v in props.items()
+                 if isinstance(v, Mapping) and v.get("type") == "string"]
+        for name in [k for k in texts if k in args] or texts[:1]:
+            args[name] = self.refusal_text
+        return Message(role="assistant", content=self.refusal_text, tool_calls=(
+            ToolCall(id="refuse", name=spec.name, arguments=args),))
+
+    def random_action(self, rng: random.Random) -> Message:
+        """A uniformly chosen tool called with schema-valid random arguments.
+
+        The arguments pass the environment's validation, so what a random agent scores
+        measures the environment's scoring, not its argument checks. Without tools: a
+        few random words.
+        """
+        specs = self.tool_specs()
+        if not specs:
+            return Message(role="assistant", content=random_text(rng))
+        spec = rng.choice(specs)
+        return _call(f"random-{self.turn}", spec.name, random_arguments(spec.parameters, rng))
+
+    def replace_verifier(self, verifier: Verifier) -> None:
+        """Score this environment's episodes with ``verifier`` from now on (``gymhub rescore``).
+
+        Default: replace the compiled verifier held in ``self.verifier``, which is
+        where the built-in environments keep the one their ``verify`` and ``submit``
+        call. It receives the same ``(submission, task, state)`` as the one it
+        replaces, so it must be a kind that understands this environment's
+        submissions. An environment that scores some other way overrides this.
+
+        Raises:
+            ConfigError: the environment holds no replaceable verifier.
+        """
+        from gymhub.verifiers import Verifier
+
+        if not isinstance(getattr(self, "verifier", None), Verifier):
+            raise ConfigError(
+                f"{type(self).__name__} keeps no compiled verifier in .verifier, so it cannot "
+                "be replaced (override replace_verifier)"
+            )
+        self.verifier = verifier
 
     def verifier_cases(self, task: Task) -> list[VerifierCase]:
         """Golden cases (pass, fail, malformed) for this environment's verifier on ``task``."""
@@ -214,6 +315,10 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
             return self._tasks_by_id[task_id]
         except KeyError:
             raise TaskNotFound(f"no task {task_id!r} in {type(self).__name__}") from None
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> Message:
+    return Message(role="assistant", content="", tool_calls=(ToolCall(call_id, name, arguments),))
 
 
 def coerce_action(action: Any) -> tuple[Message | None, str]:

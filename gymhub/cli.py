@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -247,82 +246,6 @@ def _add_hub_commands(sub: Any) -> None:
     inst.set_defaults(fn=_cmd_install)
 
 
-def _cmd_eval_model(args: argparse.Namespace) -> int:
-    from gymhub.envs.registration import parse_env_args
-    from gymhub.trainer.evaluate import evaluate_model
-
-    result = evaluate_model(
-        args.env,
-        args.model,
-        tasks=args.tasks,
-        parser=args.parser,
-        env_url=args.env_url,
-        env_kwargs=parse_env_args(args.env_arg)[""],
-        config=args.config,
-    )
-    out = {"env": args.env, "model": args.model, **result.to_dict()}
-    if args.json:
-        print(json.dumps(out))
-    else:
-        print(
-            f"{args.env} model={args.model}: {result.episodes} episodes, mean score "
-            f"{result.mean:.4f} ± {result.stderr:.4f}, {result.errors} errors, "
-            f"{result.episodes_per_s:.2f} episodes/s"
-        )
-    return 0
-
-
-def _cmd_eval(args: argparse.Namespace) -> int:
-    from gymhub.envs import gold_policy, run_episode
-
-    if args.model is not None:
-        return _cmd_eval_model(args)
-    env = _make(args.env, args.env_arg)
-    if args.policy != "gold":
-        raise SystemExit(f"gymhub: unknown policy {args.policy!r} (available: gold)")
-    tasks = env.tasks if args.tasks is None else env.tasks[: args.tasks]
-    values, errors, failed = [], 0, []
-    t0 = time.perf_counter()
-    try:
-        outcomes = [run_episode(env, gold_policy, task_id=task.id) for task in tasks]
-    finally:
-        env.close()
-    for task, out in zip(tasks, outcomes, strict=True):
-        if out.score is None or not out.score.ok:
-            errors += 1
-            failed.append(
-                {"task_id": task.id, "error": out.score.error if out.score else "no score"}
-            )
-            continue
-        values.append(out.score.value)
-        if out.score.value < 1.0:
-            failed.append(
-                {"task_id": task.id, "score": out.score.value, "details": out.score.details}
-            )
-    elapsed = time.perf_counter() - t0
-    result = {
-        "env": args.env,
-        "policy": args.policy,
-        "episodes": len(tasks),
-        "mean_score": sum(values) / len(values) if values else 0.0,
-        "errors": errors,
-        "episodes_per_s": len(tasks) / elapsed if elapsed > 0 else 0.0,
-        "seconds": elapsed,
-        "failures": failed[:20],
-    }
-    if args.json:
-        print(json.dumps(result, default=str))
-    else:
-        print(
-            f"{args.env} policy={args.policy}: {len(tasks)} episodes, mean score "
-            f"{result['mean_score']:.4f}, {errors} errors, "
-            f"{result['episodes_per_s']:.1f} episodes/s"
-        )
-        for f in failed[:5]:
-            print(f"  {f}")
-    return 1 if failed else 0  # the gold policy must score 1.0 everywhere
-
-
 def _parse_call(line: str, tools: dict[str, dict[str, Any]]) -> Any:
     from gymhub.types import Message, ToolCall
 
@@ -430,19 +353,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     _add_hub_commands(sub)
 
-    ev = sub.add_parser("eval", help="score a policy on an environment's tasks")
-    ev.add_argument("env")
-    ev.add_argument("--policy", default="gold")
-    ev.add_argument("--tasks", type=int, default=None, help="first N tasks (default: all)")
-    ev.add_argument("--json", action="store_true")
-    ev.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
-    ev.add_argument("--model", default=None, help="score this local model directory instead")
-    ev.add_argument(
-        "--parser", default=None, choices=["hermes", "json", "tags"], help="tool-call format"
-    )
-    ev.add_argument("--env-url", default=None, help="play on this environment server")
-    ev.add_argument("--config", default=None, help="training TOML (prompt, parser, budgets)")
-    ev.set_defaults(fn=_cmd_eval)
+    from gymhub.eval_cli import add_eval_commands
+
+    add_eval_commands(sub)
 
     play = sub.add_parser("play", help="play an episode in the terminal")
     play.add_argument("env")

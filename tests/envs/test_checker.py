@@ -72,3 +72,28 @@ def test_raises_with_report_attached():
         check_env(WrongGold())
     assert info.value.report is not None and not info.value.report.ok
     assert "FAIL" in str(info.value)
+
+
+class DoingNothingPasses(EchoEnv):
+    """tau2's failure: on some tasks the untouched start already counts as success."""
+
+    def verify(self, submission, task):
+        if submission == "" and task.id.endswith("3"):
+            return Score(1.0)
+        return super().verify(submission, task)
+
+
+def test_an_env_where_doing_nothing_passes_fails_the_check():
+    report = check_env(DoingNothingPasses(), raise_on_failure=False)
+    assert names_failed(report) == {"noop policy does not pass"}
+    noop = next(r for r in report.results if r.name == "noop policy does not pass")
+    assert "3/25 tasks score 1.0 when the agent does nothing (e.g. echo-0003)" in noop.message
+
+
+def test_noop_that_cannot_end_an_episode_is_noted_not_failed():
+    class NoFinalTool(EchoEnv):
+        final_tool_names = ()  # noop now sends empty text, which ends nothing
+
+    report = check_env(NoFinalTool(), raise_on_failure=False)
+    noop = next(r for r in report.results if r.name == "noop policy does not pass")
+    assert report.ok and "did not end 25 episode(s) at once" in noop.message
