@@ -1,0 +1,157 @@
+"""A whole GRPO step, generation included: gymhub against TRL's ``GRPOTrainer``.
+
+``bench_trainer.py`` times the update alone; on a CPU, generation is most of a step, so
+this times everything a step does, side by side in one process: sample the completions of
+a group, score them, compute advantages, one optimizer step. Both sides get the same tiny
+Llama (same seed, full fine-tuning, AdamW, lr 1e-5, DAPO loss, no KL), the same prompts
+(``echo-v0``'s first prompts as gymhub renders them, tool schemas included, decoded to text
+for TRL), the same group size and completion length, temperature 1, transformers
+generation, one micro-batch. gymhub's step also plays the environment (parse the tool
+call, step echo-v0, verify); TRL's reward function is a constant, so any difference in
+scoring cost counts against gymhub.
+
+TRL is a benchmark-only dependency (``pip install trl torch==2.13.0``); without it the
+TRL side is skipped with the reason.
+
+Run: ``python benchmarks/bench_grpo_step.py [--steps 4] [--group-size 4] [--tasks 2]
+[--completion 64]`` (CPU; a few minutes). Its last line is ``gymhub / TRL time per step:
+R×`` (below 1: gymhub faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from gymhub.envs import make
+from gymhub.trainer.backends import InProcessBackend
+from gymhub.trainer.chat import ChatRenderer
+from gymhub.trainer.config import GRPOConfig
+from gymhub.trainer.loop import GRPOTrainer
+from gymhub.trainer.tiny import build_model, build_tokenizer
+
+
+def _prompts(tok: Any, n: int) -> list[str]:
+    renderer, env = ChatRenderer(tok), make("echo-v0")
+    out = []
+    for i in range(n):
+        obs, info = env.reset(options={"task_id": f"echo-{i:04d}"})
+        out.append(tok.decode(renderer.prompt_ids(obs, info["tools"])))
+    return out
+
+
+def bench_gymhub(tok: Any, args: argparse.Namespace,
+                 tmp: str) -> tuple[list[float], dict[str, float]]:
+    torch.manual_seed(0)
+    batch = args.group_size * args.tasks
+    cfg = GRPOConfig(model="tiny", finetune="full", env_ids=["echo-v0"], group_size=args.group_size,
+                     tasks_per_step=args.tasks, max_turns=1, max_tokens_per_turn=args.completion,
+                     max_tokens_per_episode=args.completion, micro_batch_size=batch,
+                     learning_rate=1e-5, loss_type="dapo", beta=0.0, temperature=1.0,
+                     output_dir=tmp, progress=False, drift_check="off")
+    trainer = GRPOTrainer(cfg, model=build_model(len(tok)), tokenizer=tok,
+                          backend=InProcessBackend())
+    trainer.train_step()  # warm-up
+    times, parts = [], {"time_rollout": 0.0, "time_update": 0.0, "generated_tokens": 0.0}
+    for _ in range(args.steps):
+        t = time.perf_counter()
+        m = trainer.train_step()
+        times.append(time.perf_counter() - t)
+        for k in parts:
+            parts[k] += m[k] / args.steps
+    return times, parts
+
+
+def bench_trl(tok: Any, args: argparse.Namespace, tmp: str) -> tuple[list[float] | None, str]:
+    try:
+        from datasets import Dataset
+        from transformers import PrinterCallback, TrainerCallback
+        from trl import GRPOConfig as TrlConfig
+        from trl import GRPOTrainer as TrlTrainer
+    except ImportError as exc:
+        return None, f"trl not importable ({exc}); pip install trl torch==2.13.0"
+    import trl
+
+    torch.manual_seed(0)
+    batch = args.group_size * args.tasks
+    prompts = _prompts(tok, args.tasks)
+    times: list[float] = []
+    lengths: list[float] = []
+
+    class Clock(TrainerCallback):  # type: ignore[misc]
+        """Wall time of each optimizer step (generation happens inside it)."""
+
+        start = 0.0
+
+        def on_step_begin(self, *a: Any, **k: Any) -> None:
+            Clock.start = time.perf_counter()
+
+        def on_step_end(self, *a: Any, **k: Any) -> None:
+            times.append(time.perf_counter() - Clock.start)
+
+        def on_log(self, *a: Any, logs: dict[str, Any] | None = None, **k: Any) -> None:
+            if logs and "completions/mean_length" in logs:
+                lengths.append(float(logs["completions/mean_length"]))
+
+    targs = TrlConfig(output_dir=tmp, per_device_train_batch_size=batch,
+                      num_generations=args.group_size, max_completion_length=args.completion,
+                      max_steps=args.steps + 1, report_to="none", use_cpu=True, bf16=False,
+                      learning_rate=1e-5, loss_type="dapo", beta=0.0, temperature=1.0,
+                      top_p=1.0, logging_steps=1, save_strategy="no",
+                      gradient_checkpointing=False,  # TRL's default is on; gymhub's off
+                      disable_tqdm=True, dataloader_num_workers=0, seed=0,
+                      # gymhub's engine stops at the end-of-turn token only, which the
+                      # untrained model never samples; TRL also stops at the tokenizer's
+                      # EOS. Same lengths on both sides, so the step times compare.
+                      generation_kwargs={"min_new_tokens": args.completion})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = TrlTrainer(model=build_model(len(tok)),
+                             reward_funcs=lambda completions, **_: [0.0] * len(completions),
+                             args=targs,
+                             train_dataset=Dataset.from_dict({"prompt": prompts * 64}),
+                             processing_class=tok, callbacks=[Clock()])
+        trainer.remove_callback(PrinterCallback)  # the per-step log dicts
+        trainer.train()
+    mean = statistics.mean(lengths) if lengths else float("nan")
+    return times[1:], f"trl {trl.__version__}, {mean:.0f} tokens per completion"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=4, help="timed steps per side (after one warm-up)")
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--tasks", type=int, default=2, help="prompts per step")
+    p.add_argument("--completion", type=int, default=64, help="tokens generated per completion")
+    args = p.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    tok = build_tokenizer()
+    prompt_len = len(tok(_prompts(tok, 1)[0])["input_ids"])
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, parts = bench_gymhub(tok, args, tmp)
+        theirs, note = bench_trl(tok, args, tmp)
+    batch = args.group_size * args.tasks
+    print(f"one whole GRPO step: {args.tasks} prompts x {args.group_size} completions of up to "
+          f"{args.completion} tokens, prompt ~{prompt_len} tokens, tiny Llama, full AdamW; "
+          f"median of {args.steps} steps after a warm-up")
+    ours_m = statistics.median(ours)
+    print(f"  gymhub  {ours_m:7.2f} s/step  (rollout {parts['time_rollout']:.2f} s, update "
+          f"{parts['time_update']:.2f} s, {parts['generated_tokens'] / batch:.0f} tokens "
+          "per completion)")
+    if theirs is None:
+        print(f"  TRL     skipped: {note}")
+        return 0
+    theirs_m = statistics.median(theirs)
+    print(f"  TRL     {theirs_m:7.2f} s/step  ({note}, transformers generation)")
+    print(f"gymhub / TRL time per step: {ours_m / theirs_m:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
