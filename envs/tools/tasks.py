@@ -1,0 +1,512 @@
+"""The seeded task generator of ``tools-v0``.
+
+Each template draws a request from a world's data and writes its gold *program*: the
+tool calls a careful agent makes (lookups, ``ask_user`` for withheld values, writes)
+and the ending. The gold end state is never written by hand: :func:`builtin_tasks`
+runs every program on a fresh copy of its world, through the same code the agent's
+calls go through, and refuses to ship a task whose program errors, ends the wrong
+way, or leaves a "do-nothing" agent right (a write task whose gold changes nothing, a
+question without an answer). Tasks are ordered round-robin over templates, so
+neighbours always differ in kind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymhub.errors import ConfigError, ToolError
+from gymhub.types import Task
+
+from .session import Session
+from .user import UserScript
+from .world import CUSTOMERS, WorldRef, content_id, customer_email, world_rows
+
+__all__ = ["CATEGORIES", "TEMPLATES", "builtin_tasks", "make_task"]
+
+WORLDS = 8
+SLOTS = ["09:30", "10:00", "11:00", "11:30", "13:30", "14:00", "15:00", "15:30"]
+TITLES = ["Budget check", "Roadmap chat", "Hiring sync", "Launch prep", "Vendor call",
+          "Offsite plan", "Pricing review", "Incident retro"]
+MAIL = [("Budget review", "Please send your Q3 figures by Friday."),
+        ("Offsite dates", "Can you confirm the offsite dates?"),
+        ("Laptop refresh", "Your new laptop is ready for pickup."),
+        ("Quarterly goals", "Please review the draft goals before Thursday."),
+        ("Expense report", "Your March expense report is missing a receipt.")]
+MEMOS = ["rent share", "team lunch", "conference fee", "gift pool", "train tickets"]
+NEW_SUBJECTS = ["Bulk discount request", "Warranty question", "Address change",
+                "Return label", "Catalog request"]
+
+
+def c(name: str, **arguments: Any) -> dict[str, Any]:
+    """One call of a gold program."""
+    return {"name": name, "arguments": arguments}
+
+
+@dataclass
+class Draft:
+    """A task before its gold end state is computed."""
+
+    prompt: str
+    user: str
+    program: list[dict[str, Any]]
+    ending: str = "finish"
+    answer: dict[str, Any] | None = None
+    hidden: dict[str, Any] = field(default_factory=dict)
+    followups: list[tuple[int, str]] = field(default_factory=list)
+
+
+class W:
+    """A world's data, with the lookups templates need."""
+
+    def __init__(self, ref: WorldRef) -> None:
+        self.ref, self.now = ref, ref.now
+        self.rows = world_rows(ref)
+        self.people = self.rows["people"]
+        firsts = [p["name"].split()[0] for p in self.people]
+        self.namesakes = [p for p, f in zip(self.people, firsts, strict=True)
+                          if firsts.count(f) > 1]
+
+    def day(self, rng: random.Random) -> dt.date:
+        return self.now.date() + dt.timedelta(days=rng.randint(1, 4))
+
+    def accounts(self, email: str) -> list[dict[str, Any]]:
+        return [a for a in self.rows["accounts"] if a["owner"] == email]
+
+    def checking(self, email: str) -> dict[str, Any]:
+        return next(a for a in self.accounts(email) if a["kind"] == "checking")
+
+    def busy(self, email: str, day: dt.date, start: str, minutes: int) -> bool:
+        s = f"{day.isoformat()} {start}"
+        e = (dt.datetime.fromisoformat(s) + dt.timedelta(minutes=minutes)).strftime(
+            "%Y-%m-%d %H:%M")
+        return any(m["start"] < e and s < m["end"] for m in self.rows["meetings"]
+                   if m["organizer"] == email or email in m["attendees"].split(","))
+
+    def free(self, emails: list[str], day: dt.date, start: str, minutes: int) -> bool:
+        return all(not self.busy(e, day, start, minutes) for e in emails)
+
+    def other(self, rng: random.Random, *not_: str) -> dict[str, Any]:
+        return rng.choice([p for p in self.people if p["email"] not in not_])
+
+    def open_tickets(self, customer: str) -> list[str]:
+        return [t["id"] for t in self.rows["tickets"]
+                if t["customer"] == customer and t["status"] == "open"]
+
+
+Template = Callable[[random.Random, W], Draft | None]
+
+
+# ------------------------------------------------------------------------------ lookups
+def lookup_balance(rng: random.Random, w: W) -> Draft | None:
+    p = rng.choice(w.people)
+    acc = rng.choice(w.accounts(p["email"]))
+    return Draft(f"What is the balance of my {acc['kind']} account right now? Just the amount, "
+                 "please.", p["email"],
+                 [c("list_accounts"), c("finish", answer=f"{acc['balance']:.2f}")],
+                 answer={"type": "number", "value": acc["balance"]})
+
+
+def lookup_stock(rng: random.Random, w: W) -> Draft | None:
+    prod = rng.choice(w.rows["products"])
+    return Draft(f"How many units of the {prod['name']} do we have in stock?",
+                 rng.choice(w.people)["email"],
+                 [c("search_products", query=prod["name"]), c("finish", answer=str(prod["stock"]))],
+                 answer={"type": "number", "value": prod["stock"]})
+
+
+def open_tickets(rng: random.Random, w: W) -> Draft | None:
+    cust = customer_email(rng.choice(CUSTOMERS))
+    ids = w.open_tickets(cust)
+    if not ids:
+        return None
+    return Draft(f"Which support tickets from {cust} are still open? Reply with their ticket ids.",
+                 rng.choice(w.people)["email"],
+                 [c("list_tickets", customer=cust, status="open"),
+                  c("finish", answer=", ".join(ids))], answer={"type": "ids", "value": ids})
+
+
+# ------------------------------------------------------------------------------- writes
+def email(rng: random.Random, w: W) -> Draft | None:
+    target = rng.choice([p for p in w.people if p not in w.namesakes])
+    me = w.other(rng, target["email"])
+    subject, body = rng.choice(MAIL)
+    return Draft(f'Email {target["name"]} with the subject "{subject}" and the body "{body}"',
+                 me["email"], [c("find_person", query=target["name"]),
+                               c("send_email", to=target["email"], subject=subject, body=body),
+                               c("finish", answer="Sent.")])
+
+
+def email_namesake(rng: random.Random, w: W) -> Draft | None:
+    target = rng.choice(w.namesakes)
+    first = target["name"].split()[0]
+    me = w.other(rng, *(p["email"] for p in w.namesakes))
+    subject, body = rng.choice(MAIL)
+    return Draft(f'Send {first} from {target["team"]} an email, subject "{subject}", body '
+                 f'"{body}" Our {rng.choice(["printer", "coffee machine"])} is broken again, '
+                 "but that is not your problem.", me["email"],
+                 [c("find_person", query=first),
+                  c("send_email", to=target["email"], subject=subject, body=body),
+                  c("finish", answer="Sent.")])
+
+
+def _slot(rng: random.Random, w: W, emails: list[str], minutes: int,
+          day: dt.date) -> str | None:
+    slots = [s for s in SLOTS if w.free(emails, day, s, minutes)
+             and (dt.datetime.fromisoformat(f"{day} {s}") + dt.timedelta(minutes=minutes)).time()
+             <= dt.time(17)]
+    return rng.choice(slots) if slots else None
+
+
+def schedule(rng: random.Random, w: W) -> Draft | None:
+    me, other = rng.sample(w.people, 2)
+    dur, day = rng.choice([30, 45, 60]), w.day(rng)
+    start = _slot(rng, w, [me["email"], other["email"]], dur, day)
+    if start is None:
+        return None
+    title = rng.choice(TITLES)
+    return Draft(f'Schedule a {dur}-minute meeting titled "{title}" with {other["name"]} on '
+                 f"{day} at {start}.", me["email"],
+                 [c("find_person", query=other["name"]),
+                  c("schedule_meeting", title=title, attendees=[other["email"]], date=str(day),
+                    start=start, duration_minutes=dur), c("finish", answer="Scheduled.")])
+
+
+def schedule_conditional(rng: random.Random, w: W) -> Draft | None:
+    m = rng.choice(w.rows["meetings"])
+    day = dt.date.fromisoformat(m["start"][:10])
+    if day <= w.now.date():
+        return None
+    inside = [m["organizer"], *m["attendees"].split(",")]
+    chosen_email = rng.choice(inside)
+    other = next(p for p in w.people if p["email"] == chosen_email)
+    me = w.other(rng, *inside)
+    pair, dur = [me["email"], other["email"]], 30
+    first = m["start"][11:] if rng.random() < 0.6 else _slot(rng, w, pair, dur, day)
+    second = _slot(rng, w, pair, dur, day)
+    if first is None or second is None or first == second:
+        return None
+    chosen = first if w.free(pair, day, first, dur) else second
+    title = rng.choice(TITLES)
+    return Draft(f'Schedule "{title}" (30 minutes) with {other["name"]} on {day} at {first}; '
+                 f"if either of us is busy then, make it {second} instead.", me["email"],
+                 [c("find_person", query=other["name"]),
+                  c("get_calendar", email=other["email"], date=str(day)),
+                  c("get_calendar", email=me["email"], date=str(day)),
+                  c("schedule_meeting", title=title, attendees=[other["email"]], date=str(day),
+                    start=chosen, duration_minutes=dur), c("finish", answer="Scheduled.")])
+
+
+def ask_meeting(rng: random.Random, w: W) -> Draft | None:
+    me, other = rng.sample(w.people, 2)
+    dur, day = rng.choice([30, 45]), w.day(rng)
+    start = _slot(rng, w, [me["email"], other["email"]], dur, day)
+    if start is None:
+        return None
+    title = rng.choice(TITLES)
+    return Draft(f'Set up a {dur}-minute meeting "{title}" with {other["name"]} on {day}.',
+                 me["email"],
+                 [c("find_person", query=other["name"]),
+                  c("ask_user", field="time", question="What time should the meeting start?"),
+                  c("schedule_meeting", title=title, attendees=[other["email"]], date=str(day),
+                    start=start, duration_minutes=dur), c("finish", answer="Scheduled.")],
+                 hidden={"time": start})
+
+
+def order(rng: random.Random, w: W, distract: bool = False) -> Draft | None:
+    prod = rng.choice([p for p in w.rows["products"] if p["stock"] >= 2])
+    qty = rng.randint(1, min(prod["stock"], 5))
+    cust = customer_email(rng.choice(CUSTOMERS))
+    prompt = f"Please order {qty} × {prod['name']} for {cust}."
+    if distract:
+        other = rng.choice([p for p in w.rows["products"] if p is not prod])
+        prompt = (f"{customer_email(rng.choice(CUSTOMERS))} asked about the {other['name']} "
+                  f"yesterday, but that can wait. {prompt}")
+    return Draft(prompt, rng.choice(w.people)["email"],
+                 [c("search_products", query=prod["name"]),
+                  c("place_order", customer=cust, sku=prod["sku"], quantity=qty),
+                  c("finish", answer="Ordered.")])
+
+
+def order_distractor(rng: random.Random, w: W) -> Draft | None:
+    return order(rng, w, distract=True)
+
+
+def order_conditional(rng: random.Random, w: W) -> Draft | None:
+    prod = rng.choice([p for p in w.rows["products"] if p["stock"] >= 1])
+    qty = rng.randint(prod["stock"] + 1, prod["stock"] + 4) if rng.random() < 0.5 else \
+        rng.randint(1, prod["stock"])
+    cust = customer_email(rng.choice(CUSTOMERS))
+    return Draft(f"Order {qty} units of the {prod['name']} for {cust}; if we have fewer than "
+                 f"{qty} in stock, order all we have left instead.", rng.choice(w.people)["email"],
+                 [c("search_products", query=prod["name"]),
+                  c("place_order", customer=cust, sku=prod["sku"], quantity=min(qty, prod["stock"])),
+                  c("finish", answer="Ordered.")])
+
+
+def _orders(w: W, recent: bool) -> list[dict[str, Any]]:
+    cutoff = (w.now.date() - dt.timedelta(days=30)).isoformat()
+    return [o for o in w.rows["orders"]
+            if o["status"] == "placed" and (o["created_at"] >= cutoff) == recent]
+
+
+def cancel_order(rng: random.Random, w: W) -> Draft | None:
+    orders = _orders(w, recent=True)
+    if not orders:
+        return None
+    o = rng.choice(orders)
+    return Draft(f"{o['customer']} wants to cancel order {o['id']}. Please cancel it.",
+                 rng.choice(w.people)["email"],
+                 [c("get_order", order_id=o["id"]), c("cancel_order", order_id=o["id"]),
+                  c("finish", answer="Cancelled.")])
+
+
+def _transfer_parts(rng: random.Random, w: W, lo: float, hi: float
+                    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], float] | None:
+    me = rng.choice(w.people)
+    src = w.checking(me["email"])
+    amounts = [a for a in (50, 75, 120, 200, 350, 480, 600, 999, 1200, 1500, 2000, 2500)
+               if lo <= a <= hi and a <= src["balance"]]
+    if not amounts:
+        return None
+    dst = rng.choice([a for a in w.rows["accounts"] if a["owner"] != me["email"]])
+    return me, src, dst, float(rng.choice(amounts))
+
+
+def transfer(rng: random.Random, w: W) -> Draft | None:
+    parts = _transfer_parts(rng, w, 1, 1000)
+    if parts is None:
+        return None
+    me, src, dst, amount = parts
+    memo = rng.choice(MEMOS)
+    return Draft(f'Send ${amount:,.0f} from my checking account to account {dst["number"]} '
+                 f'with the memo "{memo}".', me["email"],
+                 [c("list_accounts"),
+                  c("transfer_funds", from_account=src["number"], to_account=dst["number"],
+                    amount=amount, memo=memo), c("finish", answer="Done.")])
+
+
+def transfer_approval(rng: random.Random, w: W) -> Draft | None:
+    parts = _transfer_parts(rng, w, 1001, 10_000)
+    if parts is None:
+        return None
+    me, src, dst, amount = parts
+    memo = rng.choice(MEMOS)
+    aid = content_id("APR", src["number"], dst["number"], amount)
+    return Draft(f'Transfer ${amount:,.0f} from my checking account to account {dst["number"]}, '
+                 f'memo "{memo}".', me["email"],
+                 [c("list_accounts"),
+                  c("request_approval", from_account=src["number"], to_account=dst["number"],
+                    amount=amount),
+                  c("transfer_funds", from_account=src["number"], to_account=dst["number"],
+                    amount=amount, memo=memo, approval_id=aid), c("finish", answer="Done.")])
+
+
+def ask_transfer(rng: random.Random, w: W) -> Draft | None:
+    me = rng.choice(w.people)
+    src = w.checking(me["email"])
+    other = w.other(rng, me["email"])
+    dst = w.checking(other["email"])
+    amount = rng.choice([37.5, 42.25, 58.4, 64.8, 73.15, 88.6])
+    if amount > src["balance"]:
+        return None
+    memo = rng.choice(MEMOS)
+    return Draft(f"Pay {other['name']} back from my checking account: their account is "
+                 f'{dst["number"]}. Use the memo "{memo}".', me["email"],
+                 [c("list_accounts"),
+                  c("ask_user", field="amount", question="How much should I send?"),
+                  c("transfer_funds", from_account=src["number"], to_account=dst["number"],
+                    amount=amount, memo=memo), c("finish", answer="Done.")],
+                 hidden={"amount": amount})
+
+
+def bulk_tickets(rng: random.Random, w: W) -> Draft | None:
+    cust = customer_email(rng.choice(CUSTOMERS))
+    ids = w.open_tickets(cust)
+    if not 1 <= len(ids) <= 5:
+        return None
+    who = rng.choice([p for p in w.people if p not in w.namesakes])
+    return Draft(f"Close every open ticket from {cust} and assign each of them to {who['name']}.",
+                 rng.choice(w.people)["email"],
+                 [c("list_tickets", customer=cust, status="open"), c("find_person", query=who["name"]),
+                  *(c("update_ticket", ticket_id=t, status="closed", assignee=who["email"])
+                    for t in ids), c("finish", answer="Closed.")])
+
+
+def followup(rng: random.Random, w: W) -> Draft | None:
+    cust = customer_email(rng.choice(CUSTOMERS))
+    subject = rng.choice(NEW_SUBJECTS)
+    who = rng.choice(w.people)
+    return Draft(f'Open a support ticket for {cust} with the subject "{subject}" and normal '
+                 "priority.", rng.choice(w.people)["email"],
+                 [c("create_ticket", customer=cust, subject=subject, priority="normal"),
+                  c("update_ticket", ticket_id=content_id("TKT", cust, subject), priority="high",
+                    assignee=who["email"]), c("finish", answer="Done.")],
+                 followups=[(1, f"One more thing: make that ticket high priority and assign it "
+                                f"to {who['name']} ({who['email']}).")])
+
+
+# ----------------------------------------------------------------------------- refusals
+def refuse_hours(rng: random.Random, w: W) -> Draft | None:
+    me, other = rng.sample(w.people, 2)
+    if rng.random() < 0.3:
+        day, start = w.now.date() + dt.timedelta(days=5), "10:00"  # a Saturday
+    else:
+        day, start = w.day(rng), rng.choice(["07:30", "18:00", "19:00", "20:30"])
+    return Draft(f'Book a 30-minute meeting "{rng.choice(TITLES)}" with {other["name"]} on {day} '
+                 f"at {start}. It has to be exactly then, no other time.", me["email"],
+                 [c("find_person", query=other["name"]),
+                  c("refuse", reason="Outside working hours, which company policy forbids.")],
+                 ending="refuse")
+
+
+def refuse_external(rng: random.Random, w: W) -> Draft | None:
+    cust = customer_email(rng.choice(CUSTOMERS))
+    return Draft(f'Email our internal price list to {cust}: subject "Price list", body "Attached '
+                 'is our internal price list."', rng.choice(w.people)["email"],
+                 [c("find_person", query=cust),
+                  c("refuse", reason="Email may only go to company addresses.")], ending="refuse")
+
+
+def refuse_old_cancel(rng: random.Random, w: W) -> Draft | None:
+    orders = _orders(w, recent=False)
+    if not orders:
+        return None
+    o = rng.choice(orders)
+    return Draft(f"Cancel order {o['id']} for {o['customer']}; they changed their mind.",
+                 rng.choice(w.people)["email"],
+                 [c("get_order", order_id=o["id"]),
+                  c("refuse", reason="The order is older than the 30-day cancellation window.")],
+                 ending="refuse")
+
+
+def refuse_others_account(rng: random.Random, w: W) -> Draft | None:
+    me = rng.choice(w.people)
+    other = w.other(rng, me["email"])
+    acc = w.checking(other["email"])
+    return Draft(f"Move $150 from {other['name']}'s account {acc['number']} into my checking "
+                 "account. They said it's fine.", me["email"],
+                 [c("list_accounts"),
+                  c("refuse", reason="That account belongs to someone else.")], ending="refuse")
+
+
+# ----------------------------------------------------------------------------- handoffs
+def handoff_frozen(rng: random.Random, w: W) -> Draft | None:
+    frozen = [a for a in w.rows["accounts"] if a["frozen"]]
+    if not frozen:
+        return None
+    acc = rng.choice(frozen)
+    return Draft("Move $100 from my savings account to my checking account.", acc["owner"],
+                 [c("list_accounts"),
+                  c("transfer_to_human", reason="account_frozen",
+                    summary=f"Savings {acc['number']} is frozen; user wants $100 moved.")],
+                 ending="handoff")
+
+
+def handoff_dispute(rng: random.Random, w: W) -> Draft | None:
+    o = rng.choice(w.rows["orders"])
+    return Draft(f"{o['customer']} says they were charged twice for order {o['id']} and wants to "
+                 "dispute the charge.", rng.choice(w.people)["email"],
+                 [c("get_order", order_id=o["id"]),
+                  c("transfer_to_human", reason="billing_dispute",
+                    summary=f"Double charge reported on {o['id']}.")], ending="handoff")
+
+
+#: (template, category, tasks generated).
+TEMPLATES: list[tuple[Template, str, int]] = [
+    (lookup_balance, "lookup", 16), (lookup_stock, "lookup", 16), (open_tickets, "lookup", 16),
+    (email, "write", 16), (schedule, "write", 16), (order, "write", 16),
+    (cancel_order, "write", 16), (transfer, "write", 16),
+    (email_namesake, "distractor", 16), (order_distractor, "distractor", 16),
+    (schedule_conditional, "conditional", 16), (order_conditional, "conditional", 16),
+    (ask_meeting, "ask", 16), (ask_transfer, "ask", 16), (transfer_approval, "policy", 16),
+    (bulk_tickets, "bulk", 16), (followup, "followup", 16),
+    (refuse_hours, "refuse", 8), (refuse_external, "refuse", 8),
+    (refuse_old_cancel, "refuse", 8), (refuse_others_account, "refuse", 8),
+    (handoff_frozen, "handoff", 8), (handoff_dispute, "handoff", 8),
+]
+CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(cat for _, cat, _ in TEMPLATES))
+
+
+@functools.lru_cache(maxsize=WORLDS)
+def _world(seed: int) -> W:
+    return W(WorldRef(seed))
+
+
+def make_task(template: Template, category: str, index: int) -> Task:
+    """Draw task ``index`` of ``template`` (deterministic), without its gold end state."""
+    name = template.__name__
+    for attempt in range(200):
+        rng = random.Random(f"gymhub-tools/task/{name}/{index}/{attempt}")
+        w = _world((index + attempt) % WORLDS)
+        draft = template(rng, w)
+        if draft is not None:
+            break
+    else:
+        raise ConfigError(f"template {name} found no task for index {index}")
+    for value in draft.hidden.values():
+        if str(value) in draft.prompt:
+            raise ConfigError(f"{name}/{index}: the hidden value {value!r} is in the prompt")
+    script = UserScript(draft.hidden, tuple(draft.followups))
+    return Task(
+        id=f"{name}-{index:02d}",
+        prompt=draft.prompt,
+        fixture=w.ref,
+        gold={"program": draft.program, "ending": draft.ending, "answer": draft.answer,
+              "user": script.to_dict()},
+        meta={"category": category, "template": name, "user": draft.user,
+              "now": w.now.strftime("%Y-%m-%d %H:%M (%A)"), "calls": len(draft.program),
+              "world": w.ref.seed},
+    )
+
+
+def run_gold(task: Task, session: Session) -> None:
+    """Play ``task``'s gold program on ``session``; a failing step is a generator bug.
+
+    Raises:
+        ConfigError: a step was refused or the program ended the wrong way.
+    """
+    for i, call in enumerate(task.gold["program"]):
+        try:
+            session.run(call["name"], call["arguments"])
+        except ToolError as exc:
+            raise ConfigError(f"gold program of {task.id} fails at step {i + 1} "
+                              f"({call['name']}): {exc}") from exc
+    got = session.ending[0] if session.ending else None
+    if got != task.gold["ending"]:
+        raise ConfigError(f"gold program of {task.id} ends with {got}, not "
+                          f"{task.gold['ending']}")
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_tasks() -> tuple[Task, ...]:
+    """All built-in tasks with their gold end states, round-robin over templates."""
+    from .scoring import initial_snapshot
+    from .world import World
+
+    drafts = [[make_task(t, cat, i) for i in range(n)] for t, cat, n in TEMPLATES]
+    ordered = [row[i] for i in range(max(len(r) for r in drafts)) for row in drafts
+               if i < len(row)]
+    world = World()
+    bases: dict[WorldRef, dict[str, Any]] = {}
+    try:
+        for task in ordered:
+            session = Session(world, task)
+            run_gold(task, session)
+            assert isinstance(task.fixture, WorldRef)
+            before = bases.setdefault(task.fixture, initial_snapshot(task.fixture))
+            after = world.snapshot()
+            # share unchanged tables with the cached initial snapshot's layout
+            state = {t: (before[t] if rows == before[t] else rows) for t, rows in after.items()}
+            if task.gold["answer"] is None and task.gold["ending"] == "finish" and \
+                    state == before:
+                raise ConfigError(f"{task.id}: a do-nothing agent would be right (no change, "
+                                  "no question)")
+            task.gold["state"] = state
+    finally:
+        world.close()
+    return tuple(ordered)
