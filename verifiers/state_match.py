@@ -104,11 +104,12 @@ def build_state_match(spec: SpecReader) -> VerifyFn:
 
     def diff_table(table: str, gold: Rows, got: Rows, out: dict[str, list[Any]]) -> None:
         groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]] = {}
-        for side, rows in ((1, gold), (2, got)):
+        for side, rows in ((0, gold), (1, got)):
             for row in rows:
                 r = compared(table, row)
                 k, key = key_of(table, r)
-                groups.setdefault(k, (key, [], []))[side].append(r)
+                group = groups.setdefault(k, (key, [], []))
+                (group[1] if side == 0 else group[2]).append(r)
         for key, g_rows, a_rows in groups.values():
             left = list(a_rows)
             unmatched = []

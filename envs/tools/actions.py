@@ -39,11 +39,13 @@ class Ctx:
     requester: str
 
     def rows(self, table: str, *where: Any) -> list[dict[str, Any]]:
+        """Rows of ``table`` matching ``where``, by primary key."""
         t = _T[table]
         stmt = sa.select(t).where(*where).order_by(*t.primary_key.columns)
         return [dict(r) for r in self.conn.execute(stmt).mappings()]
 
     def one(self, table: str, column: str, value: Any, what: str) -> dict[str, Any]:
+        """The row whose ``column`` is ``value``, or a "not found" tool error with a hint."""
         found = self.rows(table, _T[table].c[column] == value)
         if found:
             return found[0]
@@ -53,12 +55,15 @@ class Ctx:
         raise ToolError(f"not found: no {what} {value!r}.{did}")
 
     def insert(self, table: str, **values: Any) -> None:
+        """Insert one row."""
         self.conn.execute(_T[table].insert().values(**values))
 
     def update(self, table: str, where: Any, **values: Any) -> None:
+        """Update the rows matching ``where``."""
         self.conn.execute(_T[table].update().where(where).values(**values))
 
     def count(self, table: str, *where: Any) -> int:
+        """How many rows match ``where``."""
         stmt = sa.select(sa.func.count()).select_from(_T[table]).where(*where)
         return int(self.conn.execute(stmt).scalar_one())
 
@@ -151,7 +156,8 @@ def schedule_meeting(ctx: Ctx, title: str, attendees: list[str], date: str, star
     begin = dt.datetime.combine(_date(date), _time(start))
     end = begin + dt.timedelta(minutes=duration_minutes)
     if begin < ctx.now:
-        raise ToolError(f"conflict: {begin:%Y-%m-%d %H:%M} is in the past (now {ctx.now:%Y-%m-%d %H:%M})")
+        raise ToolError(f"conflict: {begin:%Y-%m-%d %H:%M} is in the past "
+                        f"(now {ctx.now:%Y-%m-%d %H:%M})")
     emails = sorted({_person(ctx, a)["email"] for a in attendees} - {ctx.requester})
     if not emails:
         raise ToolError("argument 'attendees' must name someone besides the organizer")
@@ -261,8 +267,8 @@ def get_account(ctx: Ctx, number: str) -> str:
 def approver_for(people: list[dict[str, Any]], teams: list[dict[str, Any]],
                  requester: str) -> str:
     """Who approves the requester's transfers: their team's manager, else Finance's."""
-    team = next(p["team"] for p in people if p["email"] == requester)
-    managers = {t["name"]: t["manager"] for t in teams}
+    team = next(str(p["team"]) for p in people if p["email"] == requester)
+    managers = {str(t["name"]): str(t["manager"]) for t in teams}
     first = managers[team]
     return first if first != requester else managers["Finance" if team != "Finance" else "Sales"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -405,7 +405,7 @@ def random_arguments(name: str, rng: random.Random, task: Task) -> dict[str, Any
     customer = pick("orders", "customer")
     amount = float(rng.choice([20, 150, 600, 1500, 5000]))
     own = [a["number"] for a in snap["accounts"] if a["owner"] == task.meta["user"]]
-    table = {
+    table: dict[str, Callable[[], dict[str, Any]]] = {
         "find_person": lambda: {"query": pick("people", "name").split()[rng.randint(0, 1)]},
         "list_team": lambda: {"team": pick("teams", "name")},
         "get_calendar": lambda: {"email": pick("people", "email"), "date": date},

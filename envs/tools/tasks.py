@@ -244,7 +244,8 @@ def order_conditional(rng: random.Random, w: W) -> Draft | None:
     return Draft(f"Order {qty} units of the {prod['name']} for {cust}; if we have fewer than "
                  f"{qty} in stock, order all we have left instead.", rng.choice(w.people)["email"],
                  [c("search_products", query=prod["name"]),
-                  c("place_order", customer=cust, sku=prod["sku"], quantity=min(qty, prod["stock"])),
+                  c("place_order", customer=cust, sku=prod["sku"],
+                    quantity=min(qty, prod["stock"])),
                   c("finish", answer="Ordered.")])
 
 
@@ -332,7 +333,8 @@ def bulk_tickets(rng: random.Random, w: W) -> Draft | None:
     who = rng.choice([p for p in w.people if p not in w.namesakes])
     return Draft(f"Close every open ticket from {cust} and assign each of them to {who['name']}.",
                  rng.choice(w.people)["email"],
-                 [c("list_tickets", customer=cust, status="open"), c("find_person", query=who["name"]),
+                 [c("list_tickets", customer=cust, status="open"),
+                  c("find_person", query=who["name"]),
                   *(c("update_ticket", ticket_id=t, status="closed", assignee=who["email"])
                     for t in ids), c("finish", answer="Closed.")])
 

@@ -158,7 +158,7 @@ def world_rows(ref: WorldRef) -> dict[str, list[dict[str, Any]]]:
     day = now.date()
     for i in range(18):
         p = people[rng.randrange(len(people))]
-        others = rng.sample([q["email"] for q in people if q is not p], rng.randint(1, 3))
+        others = rng.sample([str(q["email"]) for q in people if q is not p], rng.randint(1, 3))
         d = day + dt.timedelta(days=rng.randint(0, 4))
         h = rng.choice([9, 10, 11, 13, 14, 15, 16])
         start = dt.datetime.combine(d, dt.time(h, rng.choice([0, 30])))
@@ -169,9 +169,10 @@ def world_rows(ref: WorldRef) -> dict[str, list[dict[str, Any]]]:
             "start": start.strftime("%Y-%m-%d %H:%M"), "end": end.strftime("%Y-%m-%d %H:%M"),
             "attendees": ",".join(sorted(others)),
         })
+    sent = (now - dt.timedelta(days=3)).isoformat(" ", "minutes")
     rows["outbox"] = [{"id": "MAIL-0001", "sender": people[0]["email"],
                        "to_addr": people[1]["email"], "subject": "Welcome",
-                       "body": "Welcome aboard.", "sent_at": (now - dt.timedelta(days=3)).isoformat(" ", "minutes")}]
+                       "body": "Welcome aboard.", "sent_at": sent}]
     for i, name in enumerate(PRODUCTS):
         rows["products"].append({"id": i + 1, "sku": f"SKU-{100 + i * 7 + ref.seed}",
                                  "name": name, "stock": rng.choice([0, 2, 3, 5, 8, 12, 20, 40]),
