@@ -352,6 +352,61 @@ def followup(rng: random.Random, w: W) -> Draft | None:
                                 f"to {who['name']} ({who['email']}).")])
 
 
+def meeting_with_notes(rng: random.Random, w: W) -> Draft | None:
+    me, a, b = rng.sample([p for p in w.people if p not in w.namesakes], 3)
+    day = w.day(rng)
+    start = _slot(rng, w, [me["email"], a["email"], b["email"]], 30, day)
+    if start is None:
+        return None
+    title = rng.choice(TITLES)
+    body = f"Agenda: {rng.choice(['status', 'risks', 'next steps', 'budget'])}."
+    mails = [c("send_email", to=p["email"], subject=title, body=body) for p in (a, b)]
+    return Draft(f'Schedule a 30-minute meeting "{title}" with {a["name"]} and {b["name"]} on '
+                 f'{day} at {start}, then email each of them with the subject "{title}" and the '
+                 f'body "{body}"', me["email"],
+                 [c("find_person", query=a["name"]), c("find_person", query=b["name"]),
+                  c("schedule_meeting", title=title, attendees=[a["email"], b["email"]],
+                    date=str(day), start=start, duration_minutes=30),
+                  *mails, c("finish", answer="Scheduled and sent.")])
+
+
+def replace_order(rng: random.Random, w: W) -> Draft | None:
+    orders = _orders(w, recent=True)
+    if not orders:
+        return None
+    o = rng.choice(orders)
+    stock = next(p["stock"] for p in w.rows["products"] if p["sku"] == o["sku"])
+    choices = [q for q in range(1, stock + o["quantity"] + 1) if q != o["quantity"]]
+    if not choices:
+        return None
+    qty = rng.choice(choices[:6])
+    return Draft(f"Order {o['id']} has the wrong quantity. Cancel it, place a new order of {qty} "
+                 "units of the same product for the same customer, and open a normal-priority "
+                 'ticket for them with the subject "Order replaced".',
+                 rng.choice(w.people)["email"],
+                 [c("get_order", order_id=o["id"]), c("cancel_order", order_id=o["id"]),
+                  c("place_order", customer=o["customer"], sku=o["sku"], quantity=qty),
+                  c("create_ticket", customer=o["customer"], subject="Order replaced",
+                    priority="normal"), c("finish", answer="Replaced.")])
+
+
+def ask_date_time(rng: random.Random, w: W) -> Draft | None:
+    me, other = rng.sample(w.people, 2)
+    day = w.day(rng)
+    start = _slot(rng, w, [me["email"], other["email"]], 60, day)
+    if start is None:
+        return None
+    title = rng.choice(TITLES)
+    return Draft(f'Book a one-hour meeting "{title}" with {other["name"]} sometime this week.',
+                 me["email"],
+                 [c("find_person", query=other["name"]),
+                  c("ask_user", field="date", question="Which day?"),
+                  c("ask_user", field="time", question="What time?"),
+                  c("schedule_meeting", title=title, attendees=[other["email"]], date=str(day),
+                    start=start, duration_minutes=60), c("finish", answer="Booked.")],
+                 hidden={"date": str(day), "time": start})
+
+
 # ----------------------------------------------------------------------------- refusals
 def refuse_hours(rng: random.Random, w: W) -> Draft | None:
     me, other = rng.sample(w.people, 2)
@@ -426,7 +481,8 @@ TEMPLATES: list[tuple[Template, str, int]] = [
     (email_namesake, "distractor", 16), (order_distractor, "distractor", 16),
     (schedule_conditional, "conditional", 16), (order_conditional, "conditional", 16),
     (ask_meeting, "ask", 16), (ask_transfer, "ask", 16), (transfer_approval, "policy", 16),
-    (bulk_tickets, "bulk", 16), (followup, "followup", 16),
+    (ask_date_time, "ask", 16), (bulk_tickets, "multi", 16), (meeting_with_notes, "multi", 16),
+    (replace_order, "multi", 16), (followup, "followup", 16),
     (refuse_hours, "refuse", 8), (refuse_external, "refuse", 8),
     (refuse_old_cancel, "refuse", 8), (refuse_others_account, "refuse", 8),
     (handoff_frozen, "handoff", 8), (handoff_dispute, "handoff", 8),
