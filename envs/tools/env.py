@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gymhub.errors import ConfigError, ToolError
-from gymhub.types import Message, StepResult, ToolCall
+from gymhub.types import Message, Score, StepResult, ToolCall, VerifierCase
 
 from ..tasks import Task, filter_tasks
+from .base import MAX_CALLS_PER_TURN as MAX_CALLS
 from .base import Final, ToolEnv, tool
 from .policies import POLICY_TEXT
 from .scoring import initial_snapshot, score_session, state_verifier
@@ -84,6 +85,7 @@ class ToolsEnv(ToolEnv):
         self.world = World()
         self.session: Session | None = None
         self._gold_cursor = 0
+        self._replay_world: World | None = None
 
     # ------------------------------------------------------------------ episode
     def _start(self, task: Task) -> tuple[list[Message], dict[str, Any]]:
@@ -115,6 +117,8 @@ class ToolsEnv(ToolEnv):
         """End the episode and free the world's connection."""
         super().close()
         self.world.close()
+        if self._replay_world is not None:
+            self._replay_world.close()
 
     def on_text(self, action: Message) -> StepResult:
         """Text without a tool call: say how to act and how to end."""
@@ -357,6 +361,51 @@ class ToolsEnv(ToolEnv):
         """
         return self._final("transfer_to_human", reason=reason, summary=summary)
 
+    # ------------------------------------------------------------------ verifier
+    def verify(self, submission: Any, task: Task) -> Score:
+        """Score a recorded episode offline by replaying its tool calls on a fresh world.
+
+        ``submission`` is the episode's calls in order: :class:`ToolCall` objects,
+        ``{"name", "arguments"}`` dicts, or assistant messages carrying them (a stored
+        transcript). Calls are validated exactly as in an episode; refused ones change
+        nothing, as live. Replay is exact because the world is deterministic (frozen
+        clock, content-keyed ids), which is what makes ``gymhub rescore`` possible and
+        doubles as a live-vs-replay check in tests.
+        """
+        calls = _as_calls(submission)
+        if isinstance(calls, str):
+            return Score(0.0, details={"reason": calls}, verifier=self.verifier.id)
+        if self._replay_world is None:
+            self._replay_world = World()
+        session = Session(self._replay_world, task)
+        for name, arguments in calls:
+            tool_def = self._tool_defs.get(name)
+            if tool_def is None:
+                continue
+            try:
+                args = tool_def.validate(arguments)
+                session.run(name, {k: v for k, v in args.items() if v is not None})
+            except ToolError:
+                continue
+            if session.ending is not None:
+                break
+        if session.ending is None:
+            return Score(0.0, details={"reason": "the calls never end the episode (finish, "
+                                                 "refuse or transfer_to_human)"},
+                         verifier=self.verifier.id)
+        return score_session(session)
+
+    def verifier_cases(self, task: Task) -> list[VerifierCase]:
+        """The gold program passes; finishing at once fails; non-calls are malformed."""
+        program = [dict(c) for c in task.gold["program"]]
+        return [
+            VerifierCase(program, "pass", "gold program"),
+            VerifierCase([{"name": "finish", "arguments": {"answer": ""}}], "fail", "noop"),
+            VerifierCase(program[:-1], "malformed", "gold program without its ending"),
+            VerifierCase("finish()", "malformed", "text, not calls"),
+            VerifierCase([42], "malformed", "a call that is not a call"),
+        ]
+
     # ------------------------------------------------------- reference policies
     def _program(self) -> list[dict[str, Any]]:
         return list(self.task.gold["program"]) if self.task is not None else []
@@ -385,6 +434,30 @@ class ToolsEnv(ToolEnv):
         """The current task's world before any call (for tests and diagnostics)."""
         assert self.task is not None and isinstance(self.task.fixture, WorldRef)
         return initial_snapshot(self.task.fixture)
+
+
+def _as_calls(submission: Any) -> list[tuple[str, dict[str, Any]]] | str:
+    """``(name, arguments)`` pairs from a submission, or why it holds none."""
+    if not isinstance(submission, list | tuple):
+        return f"submission is {type(submission).__name__}, not a list of tool calls"
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, item in enumerate(submission):
+        if isinstance(item, Message):  # live, calls past the per-turn cap are not run
+            out += [(c.name, dict(c.arguments)) for c in (item.tool_calls or ())[:MAX_CALLS]]
+            continue
+        if isinstance(item, dict) and "role" in item:
+            try:
+                msg = Message.from_dict(item)
+            except ValueError as exc:
+                return f"item {i}: {exc}"
+            out += [(c.name, dict(c.arguments)) for c in (msg.tool_calls or ())[:MAX_CALLS]]
+            continue
+        try:
+            call = item if isinstance(item, ToolCall) else ToolCall.from_dict(item)
+        except ValueError as exc:
+            return f"item {i}: {exc}"
+        out.append((call.name, dict(call.arguments)))
+    return out
 
 
 def _call(name: str, arguments: dict[str, Any], tag: str) -> Message:

@@ -78,3 +78,25 @@ def test_check_env_passes_on_all_gold_tasks() -> None:
     env = make("tools-v0")
     report = check_env(env, gold_tasks=None, raise_on_failure=False)
     assert report.ok, report.summary()
+
+
+def test_replaying_a_transcript_gives_the_live_score(env: ToolsEnv) -> None:
+    """verify() (offline rescoring) replays calls on a fresh world: same score as live."""
+    rng = random.Random(7)
+    for i, task in enumerate(env.tasks):
+        kind = "gold" if i % 2 else "random"
+        out = play(env, task.id, kind, rng)
+        replayed = env.verify([m for m in out.transcript if m.role == "assistant"], task)
+        assert replayed.ok
+        if out.terminated:
+            assert (replayed.value, replayed.components) == (out.score.value,
+                                                             out.score.components), task.id
+        else:
+            assert replayed.value == 0.0 and "never end" in replayed.details["reason"]
+
+
+def test_verify_accepts_plain_call_dicts_and_refuses_junk(env: ToolsEnv) -> None:
+    task = env.tasks[0]
+    assert env.verify(task.gold["program"], task).value == 1.0
+    s = env.verify({"name": "finish"}, task)
+    assert s.ok and s.value == 0.0 and "not a list" in s.details["reason"]
