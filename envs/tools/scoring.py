@@ -43,6 +43,9 @@ STATE_SPEC: Mapping[str, Any] = {
 }
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+# Identifiers (ACC-0012, SKU-107), dates and clock times are not quantities.
+_NOT_QUANTITY = re.compile(
+    r"\b[A-Za-z]{2,}-[0-9A-Za-z]+\b|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}\b")
 _ID = re.compile(r"\b[A-Z]{3}-[0-9A-F]{3,6}\b")
 
 
@@ -76,7 +79,8 @@ def check_answer(expected: Mapping[str, Any] | None, ending: tuple[str, str] | N
         return False, {"reason": "the question was never answered with finish(answer)"}
     text, kind, gold = ending[1], expected["type"], expected["value"]
     if kind == "number":
-        found = {float(m.replace(",", "")) for m in _NUMBER.findall(text)}
+        found = {float(m.replace(",", "").rstrip(","))
+                 for m in _NUMBER.findall(_NOT_QUANTITY.sub(" ", text))}
         ok = bool(found) and all(math.isclose(x, float(gold), abs_tol=0.005) for x in found)
         reason = "right" if ok else (f"expected {gold}, found numbers {sorted(found)}" if found
                                      else f"expected {gold}, found no number")

@@ -150,3 +150,22 @@ def test_checker_bad_actions_leave_the_world_alone(env: ToolsEnv) -> None:
         obs, _, term, _, _ = env.step(action)
         assert obs and not term, label
         assert unchanged(env), label
+
+
+def test_a_call_that_fails_after_writing_is_rolled_back(fresh: ToolsEnv, monkeypatch) -> None:
+    """One call, one transaction: a failure after the first write leaves nothing behind."""
+    from gymhub.envs.tools import actions
+    from gymhub.errors import ToolError
+
+    real = actions.ACTIONS["create_ticket"]
+
+    def write_then_fail(ctx, **kwargs):
+        real(ctx, **kwargs)
+        assert ctx.count("tickets", actions._T["tickets"].c.subject == "half") == 1
+        raise ToolError("conflict: simulated failure after the write")
+
+    monkeypatch.setitem(actions.ACTIONS, "create_ticket", write_then_fail)
+    text, _ = call(fresh, "create_ticket", customer="orders@globex.example", subject="half",
+                   priority="low")
+    assert "simulated failure" in text
+    assert unchanged(fresh)

@@ -120,6 +120,10 @@ def test_typed_answers() -> None:
     assert not check_answer(num, ("finish", "1250 or 1380"))[0]
     assert not check_answer(num, ("finish", "12500"))[0]
     assert not check_answer(num, ("refuse", "1250"))[0]
+    assert check_answer(num, ("finish", "ACC-0012 has 1250 as of 2026-03-02 09:00."))[0]
+    assert check_answer({"type": "number", "value": 12}, ("finish", "12 units (SKU-107)."))[0]
+    assert check_answer({"type": "number", "value": 12}, ("finish", "12, as you asked"))[0]
+    assert not check_answer(num, ("finish", "-1250"))[0]
     ids = {"type": "ids", "value": ["TKT-501", "TKT-507"]}
     assert check_answer(ids, ("finish", "tkt-507 and TKT-501"))[0]
     assert not check_answer(ids, ("finish", "TKT-501"))[0]
