@@ -17,9 +17,8 @@ guarantees gold 1.0 on every task, noop 0, refuse 1 only on refusal tasks.
 
 from __future__ import annotations
 
-import datetime as dt
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,11 +26,11 @@ from gymhub.errors import ConfigError, ToolError
 from gymhub.types import Message, Score, StepResult, ToolCall, VerifierCase
 
 from ..tasks import Task, filter_tasks
-from .base import MAX_CALLS_PER_TURN as MAX_CALLS
 from .base import Final, ToolEnv, tool
 from .policies import POLICY_TEXT
+from .random_args import random_arguments
 from .scoring import initial_snapshot, score_session, state_verifier
-from .session import Session
+from .session import Session, calls_of
 from .tasks import builtin_tasks
 from .user import FIELDS
 from .world import DOMAIN, World, WorldRef
@@ -372,7 +371,7 @@ class ToolsEnv(ToolEnv):
         clock, content-keyed ids), which is what makes ``gymhub rescore`` possible and
         doubles as a live-vs-replay check in tests.
         """
-        calls = _as_calls(submission)
+        calls = calls_of(submission)
         if isinstance(calls, str):
             return Score(0.0, details={"reason": calls}, verifier=self.verifier.id)
         if self._replay_world is None:
@@ -436,80 +435,6 @@ class ToolsEnv(ToolEnv):
         return initial_snapshot(self.task.fixture)
 
 
-def _as_calls(submission: Any) -> list[tuple[str, dict[str, Any]]] | str:
-    """``(name, arguments)`` pairs from a submission, or why it holds none."""
-    if not isinstance(submission, list | tuple):
-        return f"submission is {type(submission).__name__}, not a list of tool calls"
-    out: list[tuple[str, dict[str, Any]]] = []
-    for i, item in enumerate(submission):
-        if isinstance(item, Message):  # live, calls past the per-turn cap are not run
-            out += [(c.name, dict(c.arguments)) for c in (item.tool_calls or ())[:MAX_CALLS]]
-            continue
-        if isinstance(item, dict) and "role" in item:
-            try:
-                msg = Message.from_dict(item)
-            except ValueError as exc:
-                return f"item {i}: {exc}"
-            out += [(c.name, dict(c.arguments)) for c in (msg.tool_calls or ())[:MAX_CALLS]]
-            continue
-        try:
-            call = item if isinstance(item, ToolCall) else ToolCall.from_dict(item)
-        except ValueError as exc:
-            return f"item {i}: {exc}"
-        out.append((call.name, dict(call.arguments)))
-    return out
-
-
 def _call(name: str, arguments: dict[str, Any], tag: str) -> Message:
     return Message(role="assistant", content="",
                    tool_calls=(ToolCall(id=f"{tag}-{name}", name=name, arguments=arguments),))
-
-
-def random_arguments(name: str, rng: random.Random, task: Task) -> dict[str, Any]:
-    """Plausible arguments for ``name``: real emails, SKUs, accounts and ids of the world."""
-    assert isinstance(task.fixture, WorldRef)
-    snap = initial_snapshot(task.fixture)
-
-    def pick(table: str, col: str) -> Any:
-        return rng.choice(snap[table])[col]
-
-    date = (task.fixture.now.date() + dt.timedelta(days=rng.randint(0, 6))).isoformat()
-    start = rng.choice(["08:00", "09:30", "11:00", "14:00", "16:30", "19:00"])
-    customer = pick("orders", "customer")
-    amount = float(rng.choice([20, 150, 600, 1500, 5000]))
-    own = [a["number"] for a in snap["accounts"] if a["owner"] == task.meta["user"]]
-    table: dict[str, Callable[[], dict[str, Any]]] = {
-        "find_person": lambda: {"query": pick("people", "name").split()[rng.randint(0, 1)]},
-        "list_team": lambda: {"team": pick("teams", "name")},
-        "get_calendar": lambda: {"email": pick("people", "email"), "date": date},
-        "schedule_meeting": lambda: {"title": "Sync", "attendees": [pick("people", "email")],
-                                     "date": date, "start": start,
-                                     "duration_minutes": rng.choice([30, 60])},
-        "cancel_meeting": lambda: {"meeting_id": pick("meetings", "id")},
-        "send_email": lambda: {"to": rng.choice([pick("people", "email"), customer]),
-                               "subject": "Hello", "body": "Just checking in."},
-        "search_products": lambda: {"query": pick("products", "name")},
-        "place_order": lambda: {"customer": customer, "sku": pick("products", "sku"),
-                                "quantity": rng.randint(1, 5)},
-        "get_order": lambda: {"order_id": pick("orders", "id")},
-        "cancel_order": lambda: {"order_id": pick("orders", "id")},
-        "list_accounts": lambda: {},
-        "get_account": lambda: {"number": rng.choice(own)},
-        "request_approval": lambda: {"from_account": rng.choice(own),
-                                     "to_account": pick("accounts", "number"), "amount": amount},
-        "transfer_funds": lambda: {"from_account": rng.choice(own),
-                                   "to_account": pick("accounts", "number"), "amount": amount,
-                                   "memo": "misc"},
-        "list_tickets": lambda: {"customer": customer},
-        "create_ticket": lambda: {"customer": customer, "subject": "Question",
-                                  "priority": rng.choice(["low", "normal", "high"])},
-        "update_ticket": lambda: {"ticket_id": pick("tickets", "id"),
-                                  "status": rng.choice(["open", "pending", "closed"])},
-        "ask_user": lambda: {"field": rng.choice(FIELDS), "question": "Could you tell me more?"},
-        "finish": lambda: {"answer": str(rng.choice([0, 3, 12, 450.0]))},
-        "refuse": lambda: {"reason": "Not possible."},
-        "transfer_to_human": lambda: {"reason": rng.choice(["account_frozen", "billing_dispute",
-                                                            "other"]),
-                                      "summary": "Needs a human."},
-    }
-    return table[name]()

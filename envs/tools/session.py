@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gymhub.errors import ToolError
-from gymhub.types import Task
+from gymhub.types import Message, Task, ToolCall
 
 from .actions import ACTIONS, READS, Ctx
+from .base import MAX_CALLS_PER_TURN
 from .user import User, UserScript
 from .world import World, WorldRef
 
-__all__ = ["CONTROL", "Call", "Session", "script_of"]
+__all__ = ["CONTROL", "Call", "Session", "calls_of", "script_of"]
 
 #: Tools that talk to the user or end the episode rather than touch the world.
 CONTROL = frozenset({"ask_user", "finish", "refuse"})
@@ -134,3 +135,26 @@ class Session:
                                           "argument": arg, "slot": slot,
                                           "detail": f"{name}({arg}=...) used the {slot} "
                                                     "before the user revealed it"})
+
+
+def calls_of(submission: Any) -> list[tuple[str, dict[str, Any]]] | str:
+    """``(name, arguments)`` pairs from a submission, or why it holds none."""
+    if not isinstance(submission, list | tuple):
+        return f"submission is {type(submission).__name__}, not a list of tool calls"
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, item in enumerate(submission):
+        if isinstance(item, dict) and "role" in item:
+            try:
+                item = Message.from_dict(item)
+            except ValueError as exc:
+                return f"item {i}: {exc}"
+        if isinstance(item, Message):  # live, calls past the per-turn cap are not run
+            calls = (item.tool_calls or ())[:MAX_CALLS_PER_TURN]
+            out += [(c.name, dict(c.arguments)) for c in calls]
+            continue
+        try:
+            call = item if isinstance(item, ToolCall) else ToolCall.from_dict(item)
+        except ValueError as exc:
+            return f"item {i}: {exc}"
+        out.append((call.name, dict(call.arguments)))
+    return out
