@@ -100,3 +100,14 @@ def test_verify_accepts_plain_call_dicts_and_refuses_junk(env: ToolsEnv) -> None
     assert env.verify(task.gold["program"], task).value == 1.0
     s = env.verify({"name": "finish"}, task)
     assert s.ok and s.value == 0.0 and "not a list" in s.details["reason"]
+
+
+def test_skipping_the_question_fails_every_ask_task(env: ToolsEnv) -> None:
+    """The obvious write without asking (the gold program minus ask_user) scores 0."""
+    asks = [t for t in env.tasks if t.gold["user"]["hidden"]]
+    assert len(asks) >= 32
+    for task in asks:
+        calls = [c for c in task.gold["program"] if c["name"] != "ask_user"]
+        score = env.verify(calls, task)
+        assert score.ok and score.value == 0.0, task.id
+        assert {v["rule"] for v in score.details["policy"]["violations"]} == {"invented_value"}
