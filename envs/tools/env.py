@@ -25,13 +25,13 @@ from typing import Any, Literal
 from gymhub.errors import ConfigError, ToolError
 from gymhub.types import Message, Score, StepResult, ToolCall, VerifierCase
 
-from ..tasks import Task, filter_tasks
+from ..tasks import Task, filter_tasks, resolve_tasks
 from .base import Final, ToolEnv, tool
 from .policies import POLICY_TEXT
 from .random_args import random_arguments
 from .scoring import initial_snapshot, score_session, state_verifier
 from .session import Session, calls_of
-from .tasks import builtin_tasks
+from .tasks import attach_gold_states, builtin_tasks, load_task_file
 from .user import FIELDS
 from .world import DOMAIN, World, WorldRef
 
@@ -58,8 +58,10 @@ class ToolsEnv(ToolEnv):
     """The tool-use workplace environment.
 
     Args:
-        tasks: ``None`` for the built-in tasks, or tasks (``fixture`` a :class:`WorldRef`,
-            ``gold`` as :func:`~.tasks.builtin_tasks` makes them).
+        tasks: ``None`` for the built-in tasks, a JSONL file (see
+            :func:`~.tasks.load_task_file`), or tasks (``fixture`` a :class:`WorldRef`,
+            ``gold`` with ``program``, ``ending``, ``answer``, ``user``; a missing gold
+            end state is computed by running the program).
         max_turns: turn budget; running out truncates the episode with score 0.
         categories: keep only tasks with these ``meta["category"]`` values.
         render_mode: ``"ansi"`` or ``None``.
@@ -73,9 +75,10 @@ class ToolsEnv(ToolEnv):
         categories: str | Sequence[str] | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if isinstance(tasks, str | Path):
-            raise ConfigError("tools-v0 has no task-file format yet; pass tasks or None")
-        task_list = list(builtin_tasks()) if tasks is None else list(tasks)
+        task_list = resolve_tasks(tasks, lambda: list(builtin_tasks()), load_task_file)
+        missing = [t for t in task_list if "state" not in (t.gold or {})]
+        if missing:
+            attach_gold_states(missing)  # tasks given as objects: run their gold programs
         task_list = filter_tasks(task_list, "category", categories)
         if not task_list:
             raise ConfigError(f"no tools-v0 tasks in categories {categories!r}")
