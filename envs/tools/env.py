@@ -32,17 +32,14 @@ from .random_args import random_arguments
 from .scoring import initial_snapshot, score_session, state_verifier
 from .session import Session, calls_of
 from .tasks import attach_gold_states, builtin_tasks, load_task_file
-from .user import FIELDS
+from .user import Field
 from .world import DOMAIN, World, WorldRef
 
 __all__ = ["ToolsEnv"]
 
-Field = Literal["date", "time", "duration", "amount", "quantity", "recipient", "account",
-                "subject", "priority", "customer", "title"]
 Status = Literal["open", "pending", "closed"]
 Priority = Literal["low", "normal", "high", "urgent"]
 Reason = Literal["account_frozen", "billing_dispute", "legal_request", "other"]
-assert set(Field.__args__) == set(FIELDS)  # type: ignore[attr-defined]
 
 _SYSTEM = """You are the operations assistant of Acme (mail domain @{domain}). You act for \
 {user}; it is now {now}. Use the tools to do what they ask. Every tool call is applied at \

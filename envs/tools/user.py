@@ -9,15 +9,17 @@ nobody told the agent is caught as invented (see :mod:`.session`).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["FIELDS", "User", "UserScript"]
+__all__ = ["FIELDS", "Field", "User", "UserScript"]
 
 #: Slot names the agent may ask about (the ``field`` enum of ``ask_user``).
-FIELDS: tuple[str, ...] = ("date", "time", "duration", "amount", "quantity", "recipient",
-                           "account", "subject", "priority", "customer", "title")
+Field = Literal["date", "time", "duration", "amount", "quantity", "recipient", "account",
+                "subject", "priority", "customer", "title"]
+FIELDS: tuple[str, ...] = typing.get_args(Field)
 
 
 @dataclass(frozen=True)
