@@ -112,6 +112,14 @@ class ToolsEnv(ToolEnv):
     def _end(self) -> None:
         self.session = None
 
+    def _truncation_score(self) -> Score:
+        """Out of turns: scored like any episode (so the diff is there), ending ``None``."""
+        if self.session is None:
+            return super()._truncation_score()
+        score = score_session(self.session)
+        details = {**score.details, "reason": "truncated: the episode never ended"}
+        return Score(0.0, score.components, score.error, details, score.verifier)
+
     def close(self) -> None:
         """End the episode and free the world's connection."""
         super().close()

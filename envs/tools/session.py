@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gymhub.errors import ToolError
+from gymhub.errors import ConfigError, ToolError
 from gymhub.types import Message, Task, ToolCall
 
 from .actions import ACTIONS, READS, Ctx
@@ -78,7 +78,7 @@ class Session:
     def __init__(self, world: World, task: Task) -> None:
         ref = task.fixture
         if not isinstance(ref, WorldRef):
-            raise ToolError(f"task {task.id} has no tools-v0 world")
+            raise ConfigError(f"task {task.id} has no tools-v0 world (fixture {ref!r})")
         world.load(ref)
         self.world, self.task = world, task
         self.now = ref.now

@@ -45,6 +45,7 @@ class User:
     def __init__(self, script: UserScript) -> None:
         self.script = script
         self.revealed: set[str] = set()
+        self.said: set[int] = set()
 
     def ask(self, field_name: str) -> str:
         """The user's answer to a question about ``field_name``."""
@@ -56,8 +57,15 @@ class User:
                 "everything I know is in my request.")
 
     def after_turn(self, turn: int) -> list[str]:
-        """Follow-ups released at the end of ``turn``."""
-        return [text for at, text in self.script.followups if at == turn]
+        """Follow-ups due by the end of ``turn`` and not said yet.
+
+        "Due by", not "due at": a turn whose action was malformed never reaches the
+        environment's step, and its follow-up must still come, one turn late.
+        """
+        due = [(i, text) for i, (at, text) in enumerate(self.script.followups)
+               if at <= turn and i not in self.said]
+        self.said.update(i for i, _ in due)
+        return [text for _, text in due]
 
     def unrevealed(self) -> dict[str, Any]:
         """Hidden slots not yet told: a write using one of these values invented it."""

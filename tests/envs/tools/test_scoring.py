@@ -152,3 +152,27 @@ def test_episodes_are_isolated_and_ids_content_keyed(env: ToolsEnv) -> None:
         assert other.session.world.snapshot() == other.initial_state()
     finally:
         other.close()
+
+
+def test_followup_still_comes_after_a_malformed_first_turn(env: ToolsEnv) -> None:
+    env.reset(options={"task_id": "followup-00"})
+    obs, *_ = env.step(Message(role="user", content="not an assistant"))
+    assert "Invalid action" in obs[0].content
+    obs = act(env, "list_accounts")
+    assert obs[-1].role == "user" and "high priority" in obs[-1].content
+    assert all(m.role == "tool" for m in act(env, "list_tickets"))
+
+
+def test_truncation_keeps_the_diagnosis(env: ToolsEnv) -> None:
+    short = ToolsEnv(tasks=[env.task_by_id("email-00")], max_turns=1)
+    try:
+        short.reset()
+        _, reward, term, trunc, info = short.step(
+            Message(role="assistant", content="", tool_calls=(
+                ToolCall(id="c", name="list_accounts", arguments={}),)))
+        s = info["score"]
+        assert trunc and not term and reward == 0.0 and s.ok and s.value == 0.0
+        assert s.details["reason"].startswith("truncated") and s.components["ending"] == 0.0
+        assert s.details["state"]["missing"][0]["table"] == "outbox"
+    finally:
+        short.close()
