@@ -56,6 +56,7 @@ def restore_image(conn: sqlite3.Connection, image: bytes, label: str = "") -> No
         data = data[:18] + b"\x01\x01" + data[20:]
     try:
         conn.deserialize(data)
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # bad bytes fail here
     except sqlite3.DatabaseError as exc:
         raise BackendError(f"{label or 'sqlite'}: cannot load database image: {exc}") from exc
 
