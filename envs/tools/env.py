@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from gymhub.errors import ConfigError, ToolError
+from gymhub.errors import BackendError, ConfigError, ToolError
 from gymhub.types import Message, Score, StepResult, ToolCall, VerifierCase
 
 from ..tasks import Task, filter_tasks, resolve_tasks
@@ -394,6 +394,8 @@ class ToolsEnv(ToolEnv):
                 session.run(name, {k: v for k, v in args.items() if v is not None})
             except ToolError:
                 continue
+            except BackendError as exc:
+                return Score.failed(f"replay of {name} failed: {exc}", self.verifier.id)
             if session.ending is not None:
                 break
         if session.ending is None:

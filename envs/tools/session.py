@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gymhub.errors import ConfigError, ToolError
+import sqlalchemy as sa
+
+from gymhub.errors import BackendError, ConfigError, ToolError
 from gymhub.types import Message, Task, ToolCall
 
 from .actions import ACTIONS, READS, Ctx
@@ -117,8 +119,13 @@ class Session:
             action = ACTIONS.get(name)
             if action is None:
                 raise ToolError(f"unknown tool {name!r}")
-            with self.world.transaction() as conn:
-                result = action(Ctx(conn, self.now, self.requester), **args)
+            try:
+                with self.world.transaction() as conn:
+                    result = action(Ctx(conn, self.now, self.requester), **args)
+            except OverflowError as exc:  # an integer SQLite cannot store: the agent's input
+                raise ToolError(f"a number in the arguments is out of range ({exc})") from exc
+            except sa.exc.SQLAlchemyError as exc:  # not the agent's doing: unscored, not 0
+                raise BackendError(f"{name}: the world database failed: {exc}") from exc
             if name not in READS:
                 self.version += 1
                 self._note_invented(name, args)

@@ -169,3 +169,22 @@ def test_a_call_that_fails_after_writing_is_rolled_back(fresh: ToolsEnv, monkeyp
                    priority="low")
     assert "simulated failure" in text
     assert unchanged(fresh)
+
+
+@pytest.mark.parametrize("name, arguments, expected", [
+    ("place_order", {"customer": "a@b.example", "sku": "SKU-100", "quantity": 10**30},
+     "insufficient stock"),
+    ("schedule_meeting", {"title": "t", "attendees": ["x@acme.example"], "date": "2026-03-03",
+                          "start": "10:00", "duration_minutes": 10**30}, "invalid duration"),
+    ("transfer_funds", {"from_account": "ACC-0001", "to_account": "ACC-0002", "amount": 1e308,
+                        "memo": "m"}, "Error:"),
+    ("transfer_funds", {"from_account": "ACC-0001", "to_account": "ACC-0002",
+                        "amount": float("nan"), "memo": "m"}, "Error:"),
+    ("get_calendar", {"email": "x@acme.example", "date": "2026-02-30"}, "Error:"),
+    ("schedule_meeting", {"title": "t", "attendees": [], "date": "2026-03-03", "start": "25:00",
+                          "duration_minutes": 30}, "Error:"),
+])
+def test_extreme_values_are_tool_errors(fresh: ToolsEnv, name, arguments, expected) -> None:
+    text, term = call(fresh, name, **arguments)
+    assert text.startswith("Error:") and expected in text and not term
+    assert unchanged(fresh)
