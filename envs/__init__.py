@@ -60,3 +60,12 @@ register(
     verifier="unit_tests",
     tags=("code", "python", "tool-use", "multi-turn"),
 )
+register(
+    "tools-v0",
+    "gymhub.envs.tools.env:ToolsEnv",
+    max_turns=16,
+    description="Serve an employee in a simulated workplace (calendar, mail, orders, accounts, "
+    "tickets) with tools; scored by rules on the end state, policies, answer and ending.",
+    verifier="state_match",
+    tags=("tool-use", "multi-turn", "stateful"),
+)

@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (register built-in kinds)
     json_schema,
     math_equiv,
     sql_match,
+    state_match,
     text,
     tool_calls,
     unit_tests,

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.pool import NullPool
 
 from gymhub.errors import BackendError, ConfigError
 from gymhub.sandbox.sql import normalize_url
+from gymhub.sandbox.sql.image import ImageCache, build_image
 
 from .schemas import SCHEMAS, Rows, SchemaDef
 
@@ -111,26 +112,11 @@ def _rows(ref: FixtureRef) -> Rows:
     return _schema_def(ref).generate(rng, ref.scale)
 
 
-_images: dict[FixtureRef, bytes] = {}
-_image_locks: dict[FixtureRef, threading.Lock] = {}
-_images_guard = threading.Lock()
+_images: ImageCache[FixtureRef] = ImageCache()
 
 
 def _build_image(ref: FixtureRef) -> bytes:
-    sdef = _schema_def(ref)
-    rows = _rows(ref)
-    con = sqlite3.connect(":memory:", check_same_thread=False)
-    engine = sa.create_engine("sqlite://", creator=lambda: con, poolclass=StaticPool)
-    try:
-        with engine.begin() as conn:
-            sdef.metadata.create_all(conn)
-            for name, table_rows in rows.items():
-                if table_rows:
-                    conn.execute(sdef.metadata.tables[name].insert(), table_rows)
-        return con.serialize()
-    finally:
-        engine.dispose()
-        con.close()
+    return build_image(_schema_def(ref).metadata, _rows(ref))
 
 
 def sqlite_image(ref: FixtureRef) -> bytes:
@@ -144,17 +130,7 @@ def sqlite_image(ref: FixtureRef) -> bytes:
     Raises:
         ConfigError: the ref names an unknown schema.
     """
-    image = _images.get(ref)
-    if image is not None:
-        return image
-    with _images_guard:
-        lock = _image_locks.setdefault(ref, threading.Lock())
-    with lock:
-        image = _images.get(ref)
-        if image is None:
-            image = _build_image(ref)
-            _images[ref] = image
-    return image
+    return _images.get(ref, lambda: _build_image(ref))
 
 
 def perturbed(ref: FixtureRef, n: int = 2) -> list[FixtureRef]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gymhub.errors import BackendError, GymhubError
+from gymhub.sandbox.sql.image import restore_image
 from gymhub.sandbox.sql.types import (
     READ_ONLY_MESSAGE,
     ColumnInfo,
@@ -122,15 +123,12 @@ class SqliteDatabase:
         Raises:
             BackendError: the bytes are not a SQLite database.
         """
-        data = bytes(image)
-        if data[18:20] == b"\x02\x02":  # WAL-mode headers cannot be deserialized: use rollback
-            data = data[:18] + b"\x01\x01" + data[20:]
         conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         try:
-            conn.deserialize(data)
-        except sqlite3.DatabaseError as exc:
+            restore_image(conn, image, label)
+        except BackendError:
             conn.close()
-            raise BackendError(f"{label or 'sqlite'}: cannot load database image: {exc}") from exc
+            raise
         return cls(conn, label)
 
     @classmethod

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from gymhub.errors import BackendError, ToolError
 from gymhub.types import Message, Score, StepResult, ToolCall, ToolSpec
 
-from .core import TextEnv
+from ..core import TextEnv
 
 __all__ = ["Final", "ToolDef", "ToolEnv", "ToolError", "tool"]
 

@@ -1,0 +1,167 @@
+"""One ``tools-v0`` episode's moving parts: the world copy, the user and the call log.
+
+:meth:`Session.run` is the only way a call reaches the world, for the agent and for
+the gold program alike (the gold end state is this same code run on a fresh copy). It
+refuses what no tool should see (oversized or invalid text, repeats), runs the
+operation in one transaction, and records what scoring needs: the ending, and writes
+that used a value the user never revealed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from gymhub.errors import BackendError, ConfigError, ToolError
+from gymhub.types import Message, Task, ToolCall
+
+from .actions import ACTIONS, READS, Ctx
+from .base import MAX_CALLS_PER_TURN
+from .user import User, UserScript
+from .world import World, WorldRef
+
+__all__ = ["CONTROL", "Call", "Session", "calls_of", "script_of"]
+
+#: Tools that talk to the user or end the episode rather than touch the world.
+CONTROL = frozenset({"ask_user", "finish", "refuse"})
+#: Longest text argument accepted (an email body is the longest legitimate one).
+MAX_TEXT = 4000
+MAX_ITEMS = 20
+
+
+@dataclass(frozen=True)
+class Call:
+    """One accepted call: what ran, and the world version it ran against."""
+
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    version: int
+
+
+def script_of(task: Task) -> UserScript:
+    """The user script stored in ``task.gold["user"]``."""
+    raw = (task.gold or {}).get("user") or {}
+    return UserScript(dict(raw.get("hidden") or {}),
+                      tuple((int(a), str(t)) for a, t in raw.get("followups") or ()))
+
+
+def _check_text(value: Any, where: str) -> None:
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise ToolError(f"argument {where!r} is {len(value):,} characters; the limit is "
+                            f"{MAX_TEXT:,}")
+        if "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise ToolError(f"argument {where!r} is not valid text (NUL or a lone surrogate)")
+    elif isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise ToolError(f"argument {where!r} has {len(value)} items; the limit is "
+                            f"{MAX_ITEMS}")
+        for i, v in enumerate(value):
+            _check_text(v, f"{where}[{i}]")
+
+
+def _same(value: Any, secret: Any) -> bool:
+    if isinstance(value, list):
+        return any(_same(v, secret) for v in value)
+    if isinstance(secret, int | float) and not isinstance(secret, bool):
+        return isinstance(value, int | float) and not isinstance(value, bool) and \
+            float(value) == float(secret)
+    return isinstance(value, str) and value.strip().lower() == str(secret).strip().lower()
+
+
+class Session:
+    """The state of one episode on ``world`` (restored to the task's fixture here)."""
+
+    def __init__(self, world: World, task: Task) -> None:
+        ref = task.fixture
+        if not isinstance(ref, WorldRef):
+            raise ConfigError(f"task {task.id} has no tools-v0 world (fixture {ref!r})")
+        world.load(ref)
+        self.world, self.task = world, task
+        self.now = ref.now
+        self.requester = str(task.meta["user"])
+        self.user = User(script_of(task))
+        self.calls: list[Call] = []
+        self.ending: tuple[str, str] | None = None
+        self.invented: list[dict[str, Any]] = []
+        self.version = 0
+
+    def run(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one call.
+
+        Raises:
+            ToolError: the call was refused; nothing changed.
+        """
+        args = dict(arguments)
+        for key, value in args.items():
+            _check_text(value, key)
+        key = json.dumps([name, args], sort_keys=True, default=str)
+        for i, c in enumerate(self.calls):
+            if json.dumps([c.name, c.arguments], sort_keys=True, default=str) != key:
+                continue
+            if name in READS and c.version == self.version:
+                raise ToolError(f"repeated call: identical to call #{i + 1} and nothing has "
+                                f"changed since; its result was:\n{c.result}")
+            if name not in READS:
+                raise ToolError(f"repeated call: identical to call #{i + 1}, which already "
+                                "succeeded; not run again")
+        if name == "ask_user":
+            result = self.user.ask(str(args["field"]))
+        elif name in ("finish", "refuse"):
+            self.ending = (name, str(args.get("answer", args.get("reason", ""))))
+            result = "Finished." if name == "finish" else "Request refused."
+        else:
+            action = ACTIONS.get(name)
+            if action is None:
+                raise ToolError(f"unknown tool {name!r}")
+            try:
+                with self.world.transaction() as conn:
+                    result = action(Ctx(conn, self.now, self.requester), **args)
+            except OverflowError as exc:  # an integer SQLite cannot store: the agent's input
+                raise ToolError(f"a number in the arguments is out of range ({exc})") from exc
+            except sa.exc.SQLAlchemyError as exc:  # not the agent's doing: unscored, not 0
+                raise BackendError(f"{name}: the world database failed: {exc}") from exc
+            if name not in READS:
+                self.version += 1
+                self._note_invented(name, args)
+            if name == "transfer_to_human":
+                self.ending = ("handoff", str(args["reason"]))
+        self.calls.append(Call(name, args, result, self.version))
+        return result
+
+    def _note_invented(self, name: str, args: dict[str, Any]) -> None:
+        for slot, secret in self.user.unrevealed().items():
+            for arg, value in args.items():
+                if _same(value, secret):
+                    self.invented.append({"rule": "invented_value", "tool": name,
+                                          "argument": arg, "slot": slot,
+                                          "detail": f"{name}({arg}=...) used the {slot} "
+                                                    "before the user revealed it"})
+
+
+def calls_of(submission: Any) -> list[tuple[str, dict[str, Any]]] | str:
+    """``(name, arguments)`` pairs from a submission, or why it holds none."""
+    if not isinstance(submission, list | tuple):
+        return f"submission is {type(submission).__name__}, not a list of tool calls"
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, item in enumerate(submission):
+        if isinstance(item, dict) and "role" in item:
+            try:
+                item = Message.from_dict(item)
+            except ValueError as exc:
+                return f"item {i}: {exc}"
+        if isinstance(item, Message):  # live, calls past the per-turn cap are not run
+            calls = (item.tool_calls or ())[:MAX_CALLS_PER_TURN]
+            out += [(c.name, dict(c.arguments)) for c in calls]
+            continue
+        try:
+            call = item if isinstance(item, ToolCall) else ToolCall.from_dict(item)
+        except ValueError as exc:
+            return f"item {i}: {exc}"
+        out.append((call.name, dict(call.arguments)))
+    return out
