@@ -169,7 +169,10 @@ class GRPOTrainer:
         )
         self.step = int(state["step"])
         self.sampler.restore(state["sampler"])
-        self.engine.policy_version = int(state.get("policy_version", self.step))
+        # Push the restored weights: a vLLM engine still holds the base model. The push
+        # numbers them with the checkpoint's version, so turns are tagged as before.
+        self.engine.policy_version = int(state.get("policy_version", self.step)) - 1
+        self.engine.update_weights(self.model)
 
     def save(self) -> Path:
         """Checkpoint the current step."""
@@ -281,6 +284,9 @@ class GRPOTrainer:
             prefix=f"s{self.step}:",
         )
         t1 = time.perf_counter()
+        # Free the engine's memory for the update; update_weights wakes it (a vLLM
+        # engine with sleep mode drops its weights here, which the push rewrites).
+        self.engine.sleep()
         outcomes = [
             Outcome(
                 t.group,
