@@ -50,14 +50,18 @@ class RouteClient:
         self.pending_version: str | None = None
 
     def post(self, path: str, json: Any = None, params: Any = None) -> Any:
-        """POST and return the JSON answer (``None`` when empty)."""
+        """POST; the JSON answer, the text of a plain one, or ``None`` when empty."""
         resp = self.client.post(
             f"{self.base_url}/{path.lstrip('/')}", json=json, params=params, timeout=self.timeout
         )
         if resp.status_code >= 400:
             raise WeightSyncError(f"POST /{path.lstrip('/')} answered {resp.status_code}: "
                                   f"{resp.text[:300]}")
-        return resp.json() if resp.content else None
+        if not resp.content:
+            return None
+        if "json" in resp.headers.get("content-type", ""):
+            return resp.json()
+        return resp.text  # /v1/load_lora_adapter answers plain text ("Success: ...")
 
     def get(self, path: str) -> Any:
         """GET a JSON answer."""
@@ -162,7 +166,7 @@ class NcclRoutePush:
     ) -> None:
         self.routes = routes
         self.timeout = timeout
-        self.address = address or local_address_towards(routes.base_url)
+        self.address = address
         self.port = port
         self.gate = VersionGate()
         self._engine: Any = None
@@ -177,7 +181,7 @@ class NcclRoutePush:
 
         workers = int(self.routes.get("get_world_size")["world_size"])
         info = NCCLTrainerInitInfo(
-            master_address=self.address,
+            master_address=self.address or local_address_towards(self.routes.base_url),
             master_port=self.port or free_port(),
             world_size=1 + workers,
             rank=0,
@@ -227,9 +231,12 @@ def local_address_towards(url: str) -> str:
     host = urlsplit(url).hostname or "127.0.0.1"
     if host in ("localhost", "127.0.0.1", "::1"):
         return "127.0.0.1"
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((host, 9))
-        return str(s.getsockname()[0])
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return str(s.getsockname()[0])
+    except OSError as exc:
+        raise WeightSyncError(f"cannot find this machine's address towards {host}: {exc}") from exc
 
 
 def free_port() -> int:

@@ -152,11 +152,11 @@ class VLLMServerEngine:
         """Send every request concurrently; results come back in order."""
         if not requests:
             return []
+        if self._asleep:
+            self.wake_up()
         if self._weights_dropped:
             raise EngineError("the server dropped its weights (sleep level 2); push weights "
                               "(update_weights) before generating")
-        if self._asleep:
-            self.wake_up()
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(requests))) as pool:
             return list(pool.map(lambda r: self._one(r, sampling), requests))
 
