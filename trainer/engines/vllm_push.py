@@ -17,7 +17,7 @@ against vLLM 0.33.0's source:
   ``VLLM_SERVER_DEV_MODE=1`` by ``vllm/entrypoints/launchers/api_server/routers.py``;
   the server needs ``--weight-transfer-config '{"backend": "nccl"}'``,
   ``vllm/v1/worker/gpu_worker.py``). The broadcast itself is vLLM's own trainer side,
-  ``NCCLTrainerWeightTransferEngine`` over ``ModuleSource``
+  ``NCCLTrainerWeightTransferEngine`` over a ``WeightSource`` (:func:`cuda_source`)
   (``vllm/distributed/weight_transfer/nccl_engine.py``, ``.../base.py``), driven through
   :class:`RouteClient`, which is the structural ``VLLMWeightSyncClient`` of
   ``vllm/distributed/weight_transfer/clients.py`` with a timeout on every call.
@@ -173,7 +173,6 @@ class NcclRoutePush:
         self._broken = False
 
     def _connect(self, model: Any) -> Any:
-        from vllm.distributed.weight_transfer.base import ModuleSource
         from vllm.distributed.weight_transfer.nccl_engine import (
             NCCLTrainerInitInfo,
             NCCLTrainerWeightTransferEngine,
@@ -187,7 +186,7 @@ class NcclRoutePush:
             rank=0,
         )
         return NCCLTrainerWeightTransferEngine.trainer_init(
-            info, client=self.routes, source=ModuleSource(model)
+            info, client=self.routes, source=cuda_source(model)
         )
 
     def push(self, model: Any, version: int) -> None:
@@ -224,6 +223,29 @@ class NcclRoutePush:
         if engine is not None and not self._broken:
             self.routes.shutdown_weight_transfer_engine()
             engine.shutdown()
+
+
+def cuda_source(model: Any) -> Any:
+    """A vLLM ``WeightSource`` over ``model.named_parameters()``, sent from the GPU.
+
+    vLLM's own ``ModuleSource`` yields the parameters where they are; NCCL sends only
+    CUDA tensors, and the learner may hold its model on the CPU. Names, dtypes and
+    shapes are the checkpoint's, which the server's ``load_weights`` maps.
+    """
+    from functools import cached_property
+
+    from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
+
+    class _Source(WeightSource):  # type: ignore[misc]
+        @cached_property
+        def metadata(self) -> list[Any]:
+            return [ParamMeta(n, p.dtype, tuple(p.shape)) for n, p in model.named_parameters()]
+
+        def iter_full(self) -> Any:
+            for name, param in model.named_parameters():
+                yield name, param.detach().to("cuda", non_blocking=True)
+
+    return _Source()
 
 
 def local_address_towards(url: str) -> str:
