@@ -98,9 +98,12 @@ def test_missing_or_clamped_logprobs_mask_the_sample(bad):
     assert c.logprobs[1] == -math.inf and "masked" in c.extra["error"]
 
 
-def test_unknown_finish_reason_and_ragged_lists_are_errors():
-    with pytest.raises(EngineError, match="'error'"):
-        parse_choice(_choice([11], [-0.1], "error"))
+def test_failed_finish_reasons_mask_and_unknown_ones_and_ragged_lists_raise():
+    for failed in ("error", "repetition"):
+        c = parse_choice(_choice([11], [-0.1], failed))
+        assert c.finish_reason == "abort" and repr(failed) in c.extra["error"]
+    with pytest.raises(EngineError, match="'weird'"):
+        parse_choice(_choice([11], [-0.1], "weird"))
     ragged = _choice([11, 12], [-0.1, -0.2], "stop")
     ragged["token_ids"] = [11]
     with pytest.raises(EngineError, match="1 token ids but 2"):

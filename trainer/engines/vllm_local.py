@@ -163,9 +163,12 @@ class VLLMEngine:
             reason: FinishReason
             if c.finish_reason in ("stop", "length", "abort"):
                 reason = c.finish_reason
+            elif c.finish_reason in ("error", "repetition"):  # FINISH_REASON_STRINGS
+                reason = "abort"
             else:
                 raise EngineError(f"vLLM finished a request with {c.finish_reason!r}")
-            extra = {"error": "vLLM aborted the request"} if reason == "abort" else {}
+            extra = {} if reason != "abort" else {
+                "error": f"vLLM finished the request with {c.finish_reason!r}"}
             out.append(Completion(token_ids=ids, logprobs=lps, finish_reason=reason,
                                   extra=extra))
         return out

@@ -41,6 +41,8 @@ __all__ = ["LOGPROB_FLOOR", "VLLMServerEngine", "check_server", "parse_choice"]
 
 #: vLLM clamps reported log-probabilities here (``max(logprob, -9999.0)``).
 LOGPROB_FLOOR = -9999.0
+#: finish reasons of a request vLLM gave up on (retryable error, repetition detected)
+_FAILED = ("error", "repetition")
 _SERVE_HINT = "start the server with `gymhub vllm-serve MODEL` (see --help)"
 
 
@@ -201,8 +203,9 @@ def parse_choice(choice: dict[str, Any]) -> Completion:
     """Turn one ``CompletionResponseChoice`` into a :class:`Completion`.
 
     Raises:
-        EngineError: the body lacks token ids, or its lists disagree in length, or the
-            finish reason is neither ``stop``, ``length`` nor ``abort``.
+        EngineError: the body lacks token ids, its lists disagree in length, or the
+            finish reason is not one vLLM 0.33 defines (``error`` and ``repetition``
+            become ``abort``, with the reason in ``extra["error"]``).
     """
     lp = choice.get("logprobs") or {}
     ids = choice.get("token_ids")
@@ -212,11 +215,16 @@ def parse_choice(choice: dict[str, Any]) -> Completion:
     if len(raw) != len(ids):
         raise EngineError(f"vLLM returned {len(ids)} token ids but {len(raw)} log-probabilities")
     reason = choice.get("finish_reason")
-    if reason not in ("stop", "length", "abort"):
+    extra: dict[str, Any] = {}
+    finish: FinishReason
+    if reason in ("stop", "length", "abort"):
+        finish = reason
+    elif reason in _FAILED:  # vllm/v1/engine/__init__.py: FINISH_REASON_STRINGS
+        finish = "abort"
+        extra["error"] = f"vLLM finished the request with {reason!r}"
+    else:
         raise EngineError(f"vLLM finished a request with {reason!r} "
                           f"(stop_reason {choice.get('stop_reason')!r})")
-    finish: FinishReason = reason
-    extra: dict[str, Any] = {}
     missing = [i for i, x in enumerate(raw) if x is None]
     floored = [i for i, x in enumerate(raw) if x is not None and float(x) <= LOGPROB_FLOOR]
     logprobs = [-math.inf if x is None or float(x) <= LOGPROB_FLOOR else float(x) for x in raw]
