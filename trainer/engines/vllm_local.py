@@ -112,6 +112,7 @@ class VLLMEngine:
         self.policy_version = 0
         self._gate = VersionGate()
         self._asleep = False
+        self._weights_dropped = False
 
     def sampling_params(self, request: GenerationRequest, sampling: SamplingConfig) -> Any:
         """``vllm.SamplingParams`` with every field that changes sampling explicit."""
@@ -147,8 +148,10 @@ class VLLMEngine:
         if not requests:
             return []
         if self._asleep:
-            raise EngineError("the engine is asleep (level 2 dropped its weights): "
-                              "update_weights before generating")
+            self.wake_up()
+        if self._weights_dropped:
+            raise EngineError("sleep level 2 dropped vLLM's weights: push weights "
+                              "(update_weights) before generating")
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         params = [self.sampling_params(r, sampling) for r in requests]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
@@ -189,6 +192,7 @@ class VLLMEngine:
         if self._asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self._asleep = False
+        self._weights_dropped = False
         self.llm.reset_prefix_cache()
         self._gate.delivered(version)
         self.policy_version = version
@@ -200,10 +204,15 @@ class VLLMEngine:
             self._asleep = True
 
     def wake_up(self) -> None:
-        """Nothing to undo alone: level 2 needs weights, which :meth:`update_weights` brings.
+        """Reallocate memory; the weights stay garbage until :meth:`update_weights`.
 
-        The update wakes the engine on the way (weights first, then the KV cache).
+        The trainer's loop never needs this: its update wakes the engine on the way
+        (weights first, then the KV cache), which is cheaper.
         """
+        if self._asleep:
+            self.llm.wake_up()
+            self._asleep = False
+            self._weights_dropped = True
 
 
 def iter_merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
