@@ -74,8 +74,12 @@ def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules
         return get_peft_model(model, lora)
 
 
-def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
-    """The inference engine ``cfg.engine`` names, sharing ``model`` when colocated."""
+def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any, *, train: bool = True) -> Engine:
+    """The inference engine ``cfg.engine`` names, sharing ``model`` when colocated.
+
+    ``train=False`` (evaluation) builds a vLLM server engine that only generates, so
+    a server started for either kind of fine-tuning will do.
+    """
     if cfg.engine == "transformers":
         from .engines.hf import TransformersEngine
 
@@ -100,7 +104,7 @@ def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
     return VLLMServerEngine(
         cfg.engine_url,
         cfg.model,
-        finetune=cfg.finetune,
+        finetune=cfg.finetune if train else None,
         adapter_dir=str(Path(cfg.output_dir).resolve() / "adapters"),
         lora_rank=cfg.lora_r,
         enable_sleep=cfg.vllm_enable_sleep_mode,

@@ -156,6 +156,14 @@ def test_lora_off_full_without_nccl_and_wrong_model(tmp_path):
         VLLMServerEngine(URL, "tiny", client=server.client(), adapter_dir="x")
 
 
+def test_a_generate_only_engine_accepts_any_weight_mode(tmp_path, tiny_model):
+    engine = VLLMServerEngine(URL, "tiny", client=FakeVLLM(lora_rank=None).client(),
+                              finetune=None)
+    assert engine.generate([GenerationRequest([1], 2)], SamplingConfig())[0].token_ids
+    with pytest.raises(WeightSyncError, match="generate only"):
+        engine.update_weights(tiny_model)
+
+
 def test_without_dev_mode_the_check_says_so(tmp_path):
     with pytest.raises(EngineMisconfigured, match="VLLM_SERVER_DEV_MODE=1"):
         _engine(FakeVLLM(dev_mode=False), tmp_path)

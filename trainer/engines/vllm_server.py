@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from gymhub.errors import ConfigError, EngineError, EngineMisconfigured
+from gymhub.errors import ConfigError, EngineError, EngineMisconfigured, WeightSyncError
 
 from .base import Completion, FinishReason, GenerationRequest, SamplingConfig
 from .vllm_push import LoraAdapterPush, NcclRoutePush, RouteClient
@@ -52,7 +52,8 @@ class VLLMServerEngine:
     Args:
         base_url: e.g. ``http://localhost:8000``.
         model: the served model name (``gymhub vllm-serve``'s ``MODEL``).
-        finetune: ``lora`` (adapters through ``adapter_dir``) or ``full`` (NCCL).
+        finetune: ``lora`` (adapters through ``adapter_dir``), ``full`` (NCCL), or
+            ``None`` to generate only (evaluation: no pushes, no weight flags checked).
         adapter_dir: where LoRA adapters are written for the server to load.
         lora_rank: the run's LoRA rank; the server's ``--max-lora-rank`` must cover it.
         enable_sleep: use ``/sleep`` and ``/wake_up`` (needs ``--enable-sleep-mode``).
@@ -68,7 +69,7 @@ class VLLMServerEngine:
         base_url: str,
         model: str,
         *,
-        finetune: Literal["lora", "full"] = "lora",
+        finetune: Literal["lora", "full"] | None = "lora",
         adapter_dir: str | None = None,
         lora_rank: int = 16,
         enable_sleep: bool = False,
@@ -94,12 +95,12 @@ class VLLMServerEngine:
         self._asleep = False
         self._weights_dropped = False
         routes = RouteClient(self.client, self.base_url, sync_timeout)
-        self.pusher: LoraAdapterPush | NcclRoutePush
+        self.pusher: LoraAdapterPush | NcclRoutePush | None = None
         if finetune == "lora":
             if adapter_dir is None:
                 raise ConfigError("engine 'vllm-server' with LoRA needs adapter_dir")
             self.pusher = LoraAdapterPush(routes, adapter_dir, sync_timeout)
-        else:
+        elif finetune == "full":
             self.pusher = NcclRoutePush(routes, sync_timeout)
         if check:
             check_server(self.client, self.base_url, model=model, finetune=finetune,
@@ -165,6 +166,8 @@ class VLLMServerEngine:
     def update_weights(self, model: Any) -> None:
         """Push ``model`` as version ``policy_version + 1`` (see :mod:`.vllm_push`)."""
         version = self.policy_version + 1
+        if self.pusher is None:
+            raise WeightSyncError("this engine was built to generate only (finetune=None)")
         if self._asleep:
             self._post("wake_up", params={"tags": "weights"})
         self.pusher.push(model, version)
@@ -191,7 +194,8 @@ class VLLMServerEngine:
 
     def close(self) -> None:
         """Unload adapters / tear down the NCCL group."""
-        self.pusher.close()
+        if self.pusher is not None:
+            self.pusher.close()
 
     def _post(self, path: str, params: Any = None) -> None:
         resp = self.client.post(f"{self.base_url}/{path}", params=params)
@@ -244,7 +248,7 @@ def parse_choice(choice: dict[str, Any]) -> Completion:
 
 
 def check_server(
-    client: Any, base_url: str, *, model: str, finetune: str, lora_rank: int,
+    client: Any, base_url: str, *, model: str, finetune: str | None, lora_rank: int,
     enable_sleep: bool,
 ) -> dict[str, Any]:
     """Verify the server was started the way the learner needs; returns its config.
@@ -288,7 +292,7 @@ def check_server(
         if not _truthy(env.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING")):
             problems.append("adapters cannot be loaded at run time "
                             "(VLLM_ALLOW_RUNTIME_LORA_UPDATING=1)")
-    else:
+    elif finetune == "full":
         wt = cfg.get("weight_transfer_config") or {}
         if wt.get("backend") != "nccl":
             problems.append("weight transfer is not set up for full fine-tuning "
