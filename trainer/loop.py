@@ -284,9 +284,6 @@ class GRPOTrainer:
             prefix=f"s{self.step}:",
         )
         t1 = time.perf_counter()
-        # Free the engine's memory for the update; update_weights wakes it (a vLLM
-        # engine with sleep mode drops its weights here, which the push rewrites).
-        self.engine.sleep()
         outcomes = [
             Outcome(
                 t.group,
@@ -313,6 +310,10 @@ class GRPOTrainer:
             for t, a, k in zip(trajs, adv.advantages, adv.keep, strict=True)
             if k and t.generated_tokens > 0
         ]
+        if rows:
+            # Free the engine's memory for the update, whose push wakes it (a vLLM engine
+            # with sleep mode drops its weights here). A no-op batch keeps it awake.
+            self.engine.sleep()
         update = self._update(rows)
         self.step += 1
         t2 = time.perf_counter()

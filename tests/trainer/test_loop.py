@@ -166,3 +166,13 @@ def test_resume_pushes_the_restored_weights_and_steps_sleep_the_engine(tmp_path,
     # sample is drawn; each step then sleeps the engine between rollout and update.
     assert engine.log[0] == "update v2" and engine.log[1] == "generate"
     assert engine.log[-2:] == ["sleep", "update v3"]
+    # A batch with nothing to train on pushes nothing, so it must not sleep the engine
+    # (a vLLM engine would wake with its weights dropped).
+    from gymhub.envs import make
+
+    model = _policy(tokenizer)
+    idle = Recording(model, tokenizer, pad_token_id=tokenizer.pad_token_id)
+    cfg = _cfg(tmp_path / "c", env_ids=["echo-v0"], mask_truncated=True, max_steps=1)
+    GRPOTrainer(cfg, model=model, tokenizer=tokenizer, backend=InProcessBackend(factory=make),
+                engine=idle).train()
+    assert "generate" in idle.log and "sleep" not in idle.log
