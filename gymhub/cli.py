@@ -380,6 +380,11 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "hub", help="run and administer a hub (see `gymhub hub --help`)", add_help=False
     )
+    sub.add_parser(
+        "vllm-serve",
+        help="start a vLLM server for training (see `gymhub vllm-serve --help`)",
+        add_help=False,
+    )
     return p
 
 
@@ -388,6 +393,7 @@ _DELEGATED = {
     "sandbox": "gymhub.sandbox.cli",
     "train": "gymhub.trainer.cli",
     "hub": "gymhub.hub.cli",
+    "vllm-serve": "gymhub.trainer.vllm_serve",
 }
 
 

@@ -23,6 +23,11 @@ environment answers them with a message. A verifier that cannot judge returns a
     ├── EnvCheckFailed               ``check_env`` found a broken contract
     ├── BackendError                 a database or sandbox backend is unusable
     │   └── ReplProtocolError        a sandboxed interpreter broke the frame protocol
+    ├── EngineError                  an inference engine failed or cannot vouch for its output
+    │   ├── EngineMisconfigured      a vLLM server was not started the way the learner needs
+    │   │                            (also a ConfigError)
+    │   ├── GenerationAborted        the engine aborted a request (finish reason ``abort``)
+    │   └── WeightSyncError          a weight push failed, timed out or was refused as stale
     ├── AgentError                   the agent's mistake, caught inside the environment and
     │   │                            answered to the agent as a message, never to the caller
     │   ├── ToolError                a tool refuses its call (not found, conflict, ...)
@@ -100,6 +105,8 @@ __all__ = [
     "DigestMismatch",
     "DuplicateEnv",
     "DuplicateMember",
+    "EngineError",
+    "EngineMisconfigured",
     "EnvCheckFailed",
     "EnvCrashed",
     "EnvNotFound",
@@ -107,6 +114,7 @@ __all__ = [
     "EpisodeFinished",
     "EpisodeNotFound",
     "EpisodeNotStarted",
+    "GenerationAborted",
     "GymhubError",
     "HubError",
     "HubStoreError",
@@ -151,6 +159,7 @@ __all__ = [
     "UntrustedPackage",
     "VersionConflict",
     "VersionNotFound",
+    "WeightSyncError",
     "WheelFilenameError",
     "WheelMetadataError",
     "error_from_code",
@@ -262,6 +271,40 @@ class BackendError(GymhubError):
     """A backend (database, sandbox) could not be used at all."""
 
     code = "backend_error"
+
+
+class EngineError(GymhubError):
+    """An inference engine failed, or reported something the learner must not train on."""
+
+    code = "engine_error"
+
+
+class EngineMisconfigured(EngineError, ConfigError):
+    """The engine (a vLLM server) runs without a setting the learner depends on.
+
+    Raised at start rather than discovered as wrong numbers later: the message names
+    the missing flag and how to start the server (``gymhub vllm-serve``).
+    """
+
+    code = "engine_misconfigured"
+
+
+class GenerationAborted(EngineError):
+    """The engine aborted a request (vLLM's finish reason ``abort``): the tokens are partial.
+
+    The rollout marks the trajectory errored instead of reading the cut as a stop.
+    """
+
+    code = "generation_aborted"
+
+
+class WeightSyncError(EngineError):
+    """Pushing weights to an engine failed, timed out, or carried a stale version.
+
+    After a timeout the transfer channel is in an unknown state: restart the engine.
+    """
+
+    code = "weight_sync_error"
 
 
 class TemplateError(ConfigError):

@@ -86,6 +86,10 @@ class GRPOConfig(BaseModel):
     vllm_enable_sleep_mode: bool = Field(
         default=False, description="Free vLLM's memory while the trainer updates."
     )
+    vllm_sync_timeout: float = Field(
+        default=300.0, gt=0,
+        description="Seconds one weight push into vLLM may take before the run fails.",
+    )
     # --- environments
     env_ids: list[str] = Field(
         default_factory=lambda: ["echo-v0"],
@@ -299,6 +303,11 @@ class GRPOConfig(BaseModel):
             raise ValueError(f"delta must exceed 1 + epsilon_high = {1 + self.epsilon_high}")
         if self.engine == "vllm-server" and not self.engine_url:
             raise ValueError("engine 'vllm-server' needs engine_url")
+        if self.engine != "transformers" and self.top_p < 1.0:
+            raise ValueError(
+                f"engine {self.engine!r} needs top_p = 1: vLLM renormalises its "
+                "log-probabilities over the top-p nucleus, which the trainer does not"
+            )
         return self
 
     def to_dict(self) -> dict[str, Any]:

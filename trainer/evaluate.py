@@ -174,7 +174,7 @@ def evaluate_model(
             chosen, _ = await select_tasks(backend, [env_id], cfg.task_filter, 0)
             return await run_eval(
                 backend=backend,
-                engine=make_engine(cfg, policy, tokenizer),
+                engine=make_engine(cfg, policy, tokenizer, train=False),
                 renderer=ChatRenderer(tokenizer),
                 parser=make_parser(cfg.tool_parser, cfg.tag_tools),
                 cfg=cfg,

@@ -169,7 +169,10 @@ class GRPOTrainer:
         )
         self.step = int(state["step"])
         self.sampler.restore(state["sampler"])
-        self.engine.policy_version = int(state.get("policy_version", self.step))
+        # Push the restored weights: a vLLM engine still holds the base model. The push
+        # numbers them with the checkpoint's version, so turns are tagged as before.
+        self.engine.policy_version = int(state.get("policy_version", self.step)) - 1
+        self.engine.update_weights(self.model)
 
     def save(self) -> Path:
         """Checkpoint the current step."""
@@ -307,6 +310,10 @@ class GRPOTrainer:
             for t, a, k in zip(trajs, adv.advantages, adv.keep, strict=True)
             if k and t.generated_tokens > 0
         ]
+        if rows:
+            # Free the engine's memory for the update, whose push wakes it (a vLLM engine
+            # with sleep mode drops its weights here). A no-op batch keeps it awake.
+            self.engine.sleep()
         update = self._update(rows)
         self.step += 1
         t2 = time.perf_counter()

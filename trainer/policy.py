@@ -74,8 +74,12 @@ def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules
         return get_peft_model(model, lora)
 
 
-def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
-    """The inference engine ``cfg.engine`` names, sharing ``model`` when colocated."""
+def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any, *, train: bool = True) -> Engine:
+    """The inference engine ``cfg.engine`` names, sharing ``model`` when colocated.
+
+    ``train=False`` (evaluation) builds a vLLM server engine that only generates, so
+    a server started for either kind of fine-tuning will do.
+    """
     if cfg.engine == "transformers":
         from .engines.hf import TransformersEngine
 
@@ -92,12 +96,19 @@ def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
             enable_prefix_caching=cfg.vllm_enable_prefix_caching,
             enable_sleep_mode=cfg.vllm_enable_sleep_mode,
             max_model_len=cfg.max_context_tokens,
+            sync_timeout=cfg.vllm_sync_timeout,
         )
     from .engines.vllm_server import VLLMServerEngine
 
     assert cfg.engine_url is not None
     return VLLMServerEngine(
-        cfg.engine_url, cfg.model, adapter_dir=str(Path(cfg.output_dir) / "adapters")
+        cfg.engine_url,
+        cfg.model,
+        finetune=cfg.finetune if train else None,
+        adapter_dir=str(Path(cfg.output_dir).resolve() / "adapters"),
+        lora_rank=cfg.lora_r,
+        enable_sleep=cfg.vllm_enable_sleep_mode,
+        sync_timeout=cfg.vllm_sync_timeout,
     )
 
 

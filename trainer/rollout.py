@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gymhub.errors import GenerationAborted
 from gymhub.types import Message, Score
 
 from .backends import EpisodeBackend
@@ -250,6 +251,8 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
                 break
             req = GenerationRequest(traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62))
             comp = await ctx.generator.generate(traj.index, req)
+            if comp.finish_reason == "abort":  # partial tokens: mask, never read as a stop
+                raise GenerationAborted(str(comp.extra.get("error") or "the engine aborted"))
             traj.turn_versions.append(ctx.generator.engine.policy_version)
             out_ids = list(comp.token_ids)
             generated += len(out_ids)

@@ -133,3 +133,46 @@ def test_cli_trains_from_a_config_file(tmp_path, model_dir, capsys):
     assert main(["--config", str(cfg), "--grup-size", "2"]) == 2
     assert "did you mean" in capsys.readouterr().err
     assert main(["--help"]) == 0
+
+
+def test_resume_pushes_the_restored_weights_and_steps_sleep_the_engine(tmp_path, tokenizer):
+    from gymhub.trainer.engines import TransformersEngine
+
+    class Recording(TransformersEngine):
+        """The real engine, with a log of what the loop asks of it."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.log = []
+
+        def generate(self, requests, sampling):
+            self.log.append("generate")
+            return super().generate(requests, sampling)
+
+        def update_weights(self, model):
+            super().update_weights(model)
+            self.log.append(f"update v{self.policy_version}")
+
+        def sleep(self):
+            self.log.append("sleep")
+
+    _trainer(_cfg(tmp_path / "a", max_steps=2, checkpoint_interval=1), tokenizer).train()
+    cfg = _cfg(tmp_path / "b", resume=str(tmp_path / "a/checkpoints/step-2"))
+    model = _policy(tokenizer)
+    engine = Recording(model, tokenizer, pad_token_id=tokenizer.pad_token_id)
+    backend = InProcessBackend(factory=lambda env_id, **_: ParityEnv())
+    GRPOTrainer(cfg, model=model, tokenizer=tokenizer, backend=backend, engine=engine).train()
+    # The restored weights reach the engine, under the checkpoint's version, before any
+    # sample is drawn; each step then sleeps the engine between rollout and update.
+    assert engine.log[0] == "update v2" and engine.log[1] == "generate"
+    assert engine.log[-2:] == ["sleep", "update v3"]
+    # A batch with nothing to train on pushes nothing, so it must not sleep the engine
+    # (a vLLM engine would wake with its weights dropped).
+    from gymhub.envs import make
+
+    model = _policy(tokenizer)
+    idle = Recording(model, tokenizer, pad_token_id=tokenizer.pad_token_id)
+    cfg = _cfg(tmp_path / "c", env_ids=["echo-v0"], mask_truncated=True, max_steps=1)
+    GRPOTrainer(cfg, model=model, tokenizer=tokenizer, backend=InProcessBackend(factory=make),
+                engine=idle).train()
+    assert "generate" in idle.log and "sleep" not in idle.log

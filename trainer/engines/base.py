@@ -6,10 +6,19 @@ reports, for each sampled token, the log-probability the sampler drew it with. T
 all GRPO needs from inference, and it is what keeps multi-turn episodes token-exact.
 
 Log-probabilities are those of ``log_softmax(logits / temperature)`` at the sampled
-id — before top-p truncation — which is also what the trainer computes, so that with
-identical weights the engine/trainer ratio is 1 and the truncated importance-sampling
-correction only sees genuine numerical mismatch (vLLM reports the same quantity with
-``logprobs_mode="raw_logprobs"`` on a tempered distribution; see its engine).
+id, *before* top-p truncation (at temperature 0: ``log_softmax(logits)``), which is
+also what the trainer computes, so that with identical weights the engine/trainer
+ratio is 1 and the truncated importance-sampling correction only sees genuine
+numerical mismatch. vLLM cannot report that quantity when ``top_p < 1``: its
+``processed_logprobs`` are taken after temperature *and* top-k/top-p, renormalised
+over the nucleus, and its ``raw_logprobs`` (the default) ignore the temperature
+(``vllm/v1/sample/sampler.py``, ``vllm/v1/sample/ops/topk_topp_sampler.py``). The vLLM
+engines therefore ask for ``processed_logprobs`` and refuse ``top_p < 1`` with a
+:class:`~gymhub.errors.ConfigError` rather than report a different number.
+
+Stopping: only ``stop`` strings and ``stop_token_ids`` end a turn. An engine must not
+also stop on the model's end-of-sequence ids (vLLM does by default, including the
+ids of ``generation_config.json``; its engines send ``ignore_eos``).
 """
 
 from __future__ import annotations
@@ -20,7 +29,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = ["Completion", "Engine", "FinishReason", "GenerationRequest", "SamplingConfig"]
 
-FinishReason = Literal["stop", "length"]
+#: ``abort``: the engine gave up on the request (e.g. a vLLM server paused for a weight
+#: update); the tokens are partial and must not be read as a stop.
+FinishReason = Literal["stop", "length", "abort"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,8 @@ class Completion:
     Attributes:
         token_ids: generated ids, the stop token included.
         logprobs: one log-probability per generated id.
-        finish_reason: ``stop`` (stop token or string) or ``length`` (``max_tokens``).
+        finish_reason: ``stop`` (stop token or string), ``length`` (``max_tokens``) or
+            ``abort`` (the engine dropped the request; see :data:`FinishReason`).
     """
 
     token_ids: list[int]
