@@ -253,6 +253,12 @@ class GRPOConfig(BaseModel):
         description="Module names that get LoRA adapters.",
     )
     bf16: bool = Field(default=False, description="Load and train the model in bfloat16.")
+    device: str = Field(
+        default="auto",
+        pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="Where the policy trains: auto (the first GPU when torch sees one, else "
+        "the CPU), cpu, cuda or cuda:N.",
+    )
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in backward to save memory."
     )

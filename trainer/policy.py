@@ -15,7 +15,7 @@ from gymhub.errors import ConfigError
 from .config import GRPOConfig
 from .engines.base import Engine
 
-__all__ = ["apply_lora", "load_policy", "lr_lambda", "make_engine"]
+__all__ = ["apply_lora", "load_policy", "lr_lambda", "make_engine", "resolve_device"]
 
 
 def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
@@ -38,6 +38,7 @@ def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model, local_files_only=True)
     dtype = torch.bfloat16 if cfg.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype, local_files_only=True)
+    model.to(torch.device(resolve_device(cfg.device)))  # type: ignore[arg-type]  # in place
     if cfg.finetune == "lora":
         model = apply_lora(
             model,
@@ -51,6 +52,22 @@ def load_policy(cfg: GRPOConfig) -> tuple[Any, Any]:
         if hasattr(model, "enable_input_require_grads"):
             model.enable_input_require_grads()  # type: ignore[no-untyped-call]
     return model, tokenizer
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` is the first GPU torch sees, else the CPU; an explicit GPU must exist.
+
+    Raises:
+        ConfigError: ``cuda`` asked for where torch sees no GPU.
+    """
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r}: torch sees no GPU here (device = 'cpu' or "
+                          "'auto' trains on the CPU)")
+    return name
 
 
 def apply_lora(model: Any, *, r: int, alpha: int, dropout: float, target_modules: list[str]) -> Any:

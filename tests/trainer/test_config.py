@@ -138,3 +138,19 @@ def test_dash_values_need_the_equals_form():
     assert parse_overrides(["--learning-rate=-1e-4"]) == {"learning_rate": -1e-4}
     assert parse_overrides(["--env-args", '{"x": [1]}', "--tokenizer", "none"]) == {
         "env_args": {"x": [1]}, "tokenizer": None}
+
+
+def test_device_is_validated_and_a_missing_gpu_is_a_clear_error():
+    import torch
+
+    from gymhub.errors import ConfigError
+    from gymhub.trainer.policy import resolve_device
+
+    assert GRPOConfig(model="m").device == "auto"
+    with pytest.raises(ConfigError, match="device"):
+        GRPOConfig(model="m", device="tpu")
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="sees no GPU"):
+            resolve_device("cuda:0")
