@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gymhub.errors import ConfigError
 from gymhub.hub.lock import env_digests
 
 from .advantages import Outcome, compute_advantages, trajectory_return
@@ -118,6 +119,7 @@ class GRPOTrainer:
         )
         self.sampler = TaskSampler(train, cfg.seed)
         self.history: list[dict[str, float]] = []
+        self._warned_context = False
         self._tb: Any = None
 
     def _run(self, make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
@@ -284,6 +286,7 @@ class GRPOTrainer:
             prefix=f"s{self.step}:",
         )
         t1 = time.perf_counter()
+        starved = self._check_context(trajs)
         outcomes = [
             Outcome(
                 t.group,
@@ -328,6 +331,7 @@ class GRPOTrainer:
             "drift": float(sum(1 for t in trajs if t.drift is not None and not t.drift.ok)),
             "generated_tokens": float(generated),
             "turns_mean": sum(len(t.turn_versions) for t in trajs) / max(len(trajs), 1),
+            "context_starved": float(starved),
             "lr": float(self.scheduler.get_last_lr()[0]),
             "time_rollout": t1 - t0,
             "time_update": t2 - t1,
@@ -342,6 +346,30 @@ class GRPOTrainer:
                 metrics["eval_score"] = score
         self._log(metrics, trajs)
         return metrics
+
+    def _check_context(self, trajs: list[Trajectory]) -> int:
+        """Count episodes whose prompt left no room to generate; refuse a step of only those.
+
+        Such an episode ends before its first token with reward 0: a run made of them
+        trains on nothing while looking like a hard task, so it must not pass silently.
+
+        Raises:
+            ConfigError: no episode of the step could generate a single token.
+        """
+        starved = [t for t in trajs if t.stop_reason == "context" and not any(t.loss_mask)]
+        if not starved:
+            return 0
+        longest = max(starved, key=lambda t: len(t.ids))
+        why = (f"{len(starved)} of {len(trajs)} episodes had no room to generate: the prompt "
+               f"of {longest.env_id} task {longest.task_id} is {len(longest.ids)} tokens, "
+               f"max_context_tokens is {self.cfg.max_context_tokens}; raise "
+               "max_context_tokens (or set render_tools = false for tag-style tool calls)")
+        if len(starved) == len(trajs):
+            raise ConfigError(why)
+        if not self._warned_context:
+            self._warned_context = True
+            print(f"warning: {why}", file=sys.stderr, flush=True)
+        return len(starved)
 
     def _log(self, metrics: dict[str, float], trajs: list[Trajectory]) -> None:
         self.history.append(metrics)

@@ -176,3 +176,26 @@ def test_resume_pushes_the_restored_weights_and_steps_sleep_the_engine(tmp_path,
     GRPOTrainer(cfg, model=model, tokenizer=tokenizer, backend=InProcessBackend(factory=make),
                 engine=idle).train()
     assert "generate" in idle.log and "sleep" not in idle.log
+
+
+class LongPromptEnv(ParityEnv):
+    """Task t0's prompt is far longer than the others: only its episodes starve."""
+
+    def _start(self, task):
+        text = task.prompt * (400 if task.id == "t0" else 1)
+        return [Message(role="user", content=text)], {}
+
+
+def test_a_prompt_with_no_room_to_generate_is_reported_not_trained_on_silently(
+        tmp_path, tokenizer, capsys):
+    from gymhub.errors import ConfigError
+
+    cfg = _cfg(tmp_path, max_context_tokens=300, max_steps=1, tasks_per_step=6)
+    trainer = _trainer(cfg, tokenizer, env_factory=lambda env_id, **_: LongPromptEnv())
+    (metrics,) = trainer.train()
+    assert metrics["context_starved"] == 4 and metrics["episodes"] == 24
+    assert "4 of 24 episodes had no room to generate" in capsys.readouterr().err
+
+    tight = _cfg(tmp_path / "b", max_context_tokens=4, max_steps=1)
+    with pytest.raises(ConfigError, match="max_context_tokens is 4"):
+        _trainer(tight, tokenizer).train()
