@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from gymhub.errors import BackendError, ConfigError
-from gymhub.sandbox import ExecResult, Limits, PythonResult, Session, shared_sandbox
+from gymhub.sandbox import Session
 from gymhub.types import Message, Score, ToolCall
 from gymhub.verifiers.core import compile_cached
 from gymhub.verifiers.unit_tests import Job, run_suites, split_tests, unit_test_settings
 
 from ..core import VerifierCase
+from ..python_tool import SandboxPython
 from ..tasks import Task, filter_tasks, resolve_tasks
 from ..tools import Final, ToolEnv, ToolError, tool
 from .tasks import CodeFixture, builtin_tasks, load_task_file
@@ -52,11 +53,6 @@ network); variables, imports and files persist between calls. Output is capped.
 episode ends.
 The solution must define `{entry_point}` and return plain data (numbers, strings, lists, \
 tuples, dicts, sets, None). You have {max_turns} turns."""
-
-_NO_REPL_NOTE = ("[note: this sandbox has no persistent REPL; each call runs a fresh "
-                 "interpreter: files persist, variables do not]")
-_RESTART_NOTE = ("[the Python process crashed or timed out and was restarted: variables and "
-                 "imports are gone; files remain]")
 
 
 class CodeEnv(ToolEnv):
@@ -107,7 +103,9 @@ class CodeEnv(ToolEnv):
         settings = unit_test_settings(spec)
         self.timeout_s, self.memory_mb = settings.timeout_s, settings.memory_mb
         self.run_timeout_s, self.max_output_chars = run_timeout_s, max_output_chars
-        self.session: Session | None = None
+        self.python = SandboxPython(backend, run_timeout_s=run_timeout_s,
+                                    memory_mb=max(self.memory_mb, 256),
+                                    max_output_chars=max_output_chars)
 
     # ------------------------------------------------------------------ episode
     def _start(self, task: Task) -> tuple[list[Message], dict[str, Any]]:
@@ -120,21 +118,12 @@ class CodeEnv(ToolEnv):
         return observation, {"verifier": self.verifier.id, "entry_point": fx.entry_point}
 
     def _end(self) -> None:
-        if self.session is not None:
-            session, self.session = self.session, None
-            session.close()
+        self.python.close()
 
-    def _require_session(self) -> Session:
-        if self.session is None:
-            try:
-                limits = Limits(wall_s=self.run_timeout_s + 2, cpu_s=self.run_timeout_s + 2,
-                                memory_mb=max(self.memory_mb, 256))
-                # The process-wide sandbox (one workdir/container pool per backend,
-                # shared with the verifier and closed at exit).
-                self.session = shared_sandbox(self.backend).session(limits)
-            except BackendError as exc:
-                raise ToolError(f"the sandbox is unavailable: {exc}") from exc
-        return self.session
+    @property
+    def session(self) -> Session | None:
+        """The episode's sandbox session, while one is open."""
+        return self.python.session
 
     # -------------------------------------------------------------------- tools
     @tool
@@ -144,19 +133,7 @@ class CodeEnv(ToolEnv):
         Args:
             code: Python source; if the last statement is an expression, its value is shown.
         """
-        session = self._require_session()
-        note = ""
-        try:
-            try:
-                result: ExecResult = session.run_python(code, timeout=self.run_timeout_s)
-            except NotImplementedError:
-                note = _NO_REPL_NOTE
-                result = session.run(["python3", "-I", "-c", code])
-        except BackendError as exc:
-            raise ToolError(f"the sandbox failed: {exc}") from exc
-        except (UnicodeError, ValueError) as exc:
-            raise ToolError(f"cannot run this code: {exc}") from exc
-        return self._cap(_render(result, note, self.run_timeout_s))
+        return self.python.run(code)
 
     @tool
     def run_examples(self, code: str) -> str:
@@ -171,7 +148,7 @@ class CodeEnv(ToolEnv):
             return "This task has no public examples."
         job = Job(code, fx.entry_point, split_tests(fx.examples))
         try:
-            run = run_suites(self._require_session(), [job], timeout_s=self.timeout_s,
+            run = run_suites(self.python.require(), [job], timeout_s=self.timeout_s,
                              memory_mb=self.memory_mb)[0]
         except BackendError as exc:
             raise ToolError(f"the sandbox failed: {exc}") from exc
@@ -183,7 +160,7 @@ class CodeEnv(ToolEnv):
         for o in run.outcomes:
             mark = "PASS" if o.status == "passed" else o.status.upper()
             lines.append(f"{mark} {o.name}" + (f" -- {o.message}" if o.message else ""))
-        return self._cap("\n".join(lines))
+        return self.python.cap("\n".join(lines))
 
     @tool
     def submit(self, code: str) -> Final:
@@ -201,14 +178,6 @@ class CodeEnv(ToolEnv):
         if score.details.get("reason") and not passed:
             text += f" ({score.details['reason']})"
         return Final(text, score)
-
-    def _cap(self, text: str) -> str:
-        limit = self.max_output_chars
-        if len(text) <= limit:
-            return text
-        cut = len(text) - limit
-        head, tail = text[: limit * 3 // 4], text[-(limit // 4):]
-        return f"{head}\n... [{cut:,} characters cut] ...\n{tail}"
 
     # ---------------------------------------------------------------- verifier
     def verify(self, submission: Any, task: Task) -> Score:
@@ -241,24 +210,3 @@ def _fixture(task: Task) -> CodeFixture:
         raise ConfigError(f"task {task.id} has no CodeFixture")
     return task.fixture
 
-
-def _render(result: ExecResult, note: str, timeout_s: float) -> str:
-    """stdout, stderr and what happened, as the agent sees it."""
-    parts = [note] if note else []
-    if result.stdout:
-        parts.append(result.stdout_text.rstrip("\n"))
-    if result.stderr:
-        parts.append("[stderr]\n" + result.stderr_text.rstrip("\n"))
-    if result.stdout_truncated or result.stderr_truncated:
-        parts.append("[output truncated by the sandbox]")
-    if result.timed_out:
-        parts.append(f"[stopped: over the time limit ({timeout_s:g} s); {result.limit}]")
-    elif result.oom_killed or result.limit:
-        parts.append(f"[killed: {result.limit or 'out of memory'}]")
-    elif result.signal is not None:
-        parts.append(f"[killed by signal {result.signal}]")
-    if isinstance(result, PythonResult) and result.restarted:
-        parts.append(_RESTART_NOTE)
-    elif not note and not isinstance(result, PythonResult) and result.exit_code not in (0, None):
-        parts.append(f"[exit status {result.exit_code}]")
-    return "\n".join(parts) if parts else "(no output)"
