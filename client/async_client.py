@@ -306,6 +306,11 @@ class AsyncEnvClient:
         """The reference action for an episode's current state."""
         return Message.from_dict(await self._call("GET", f"/episodes/{episode_id}/gold"))
 
+    async def reference_action(self, episode_id: str, policy: str, seed: int = 0) -> Message:
+        """A reference policy's next action: ``gold``, ``noop``, ``refuse`` or ``random``."""
+        return Message.from_dict(await self._call(
+            "GET", f"/episodes/{episode_id}/reference/{policy}?seed={int(seed)}"))
+
     async def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
         """Close an episode; with ``missing_ok`` an unknown id is not an error."""
         try:

@@ -7,7 +7,8 @@ previous one) and each ``step`` is one idempotent, ``seq``-numbered request.
 
 It mirrors the parts of :class:`~gymhub.envs.TextEnv` that tools rely on: ``tasks``,
 ``task``, ``history``, ``turn``, ``done``, ``last_score``, ``tool_specs()``,
-``gold_action()``, ``verifier_cases()`` and ``verify()`` (the last three need a
+``gold_action()``, the other reference actions (``noop_action()``, ``refuse_action()``,
+``random_action(rng)``), ``verifier_cases()`` and ``verify()`` (the last three need a
 server started with its reference endpoints on, the default).
 
 The chat spaces (:mod:`gymhub.spaces`), :class:`~gymhub.types.Task` and the transcript
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
@@ -213,6 +215,23 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         if self.episode_id is None or self.done:
             raise EpisodeFinished("no running episode")
         return self.client.gold_action(self.episode_id)
+
+    def noop_action(self) -> Message:
+        """The server environment's "do nothing" action (see ``TextEnv.noop_action``)."""
+        return self._reference("noop")
+
+    def refuse_action(self) -> Message:
+        """The server environment's refusal (see ``TextEnv.refuse_action``)."""
+        return self._reference("refuse")
+
+    def random_action(self, rng: random.Random) -> Message:
+        """A random valid action drawn on the server from a seed taken from ``rng``."""
+        return self._reference("random", rng.getrandbits(62))
+
+    def _reference(self, policy: str, seed: int = 0) -> Message:
+        if self.episode_id is None or self.done:
+            raise EpisodeFinished("no running episode")
+        return self.client.reference_action(self.episode_id, policy, seed)
 
     def verifier_cases(self, task: Task) -> list[VerifierCase]:
         """The server environment's golden verifier cases for ``task``."""

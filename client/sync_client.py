@@ -86,6 +86,10 @@ class EnvClient:
         """See :meth:`AsyncEnvClient.gold_action`."""
         return self._loop.run(self.aio.gold_action(episode_id))
 
+    def reference_action(self, episode_id: str, policy: str, seed: int = 0) -> Message:
+        """See :meth:`AsyncEnvClient.reference_action`."""
+        return self._loop.run(self.aio.reference_action(episode_id, policy, seed))
+
     def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
         """See :meth:`AsyncEnvClient.close_episode`."""
         self._loop.run(self.aio.close_episode(episode_id, missing_ok=missing_ok))

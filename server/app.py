@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -247,6 +247,14 @@ def create_app(
         """The reference policy's next action in this episode."""
         reference_on()
         return raw(dumps(await manager.gold(episode_id)))
+
+    @app.get("/v1/episodes/{episode_id}/reference/{policy}", response_model=MessageModel,
+             responses=errors(403, 404, 409, 422, 504), tags=["reference"])
+    async def reference(episode_id: str, policy: Literal["gold", "noop", "refuse", "random"],
+                        seed: int = 0) -> Response:
+        """A reference policy's next action (``random`` is seeded by ``seed``)."""
+        reference_on()
+        return raw(dumps(await manager.reference(episode_id, policy, seed)))
 
     @app.delete("/v1/episodes/{episode_id}", response_model=EpisodeClosed,
                 responses=errors(404), tags=["episodes"])

@@ -32,6 +32,7 @@ import functools
 import logging
 import math
 import os
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,7 @@ from gymhub.errors import (
     EpisodeFinished,
     EpisodeNotFound,
     GymhubError,
+    InvalidRequest,
     SeqConflict,
     ServerDraining,
     TaskNotFound,
@@ -336,19 +338,37 @@ class EpisodeManager:
             self._abandon(ep, None, "closed by the client", reusable=True)
 
     async def gold(self, episode_id: str) -> dict[str, Any]:
-        """The reference action for the episode's current state.
+        """The reference action for the episode's current state (``reference(..., "gold")``)."""
+        return await self.reference(episode_id, "gold")
+
+    async def reference(self, episode_id: str, policy: str, seed: int = 0) -> dict[str, Any]:
+        """A reference policy's next action in the episode: gold, noop, refuse or random.
+
+        ``random`` draws from a generator seeded by ``seed``, so a client replays it.
 
         Raises:
             EpisodeNotFound, EpisodeFinished, DeadlineExceeded, EnvCrashed: as for
-            :meth:`step`; a gold action that overruns or raises closes the episode.
+            :meth:`step`; an action that overruns or raises closes the episode.
+            InvalidRequest: an unknown policy.
         """
+        actions: dict[str, Callable[[TextEnv], Message]] = {
+            "gold": lambda env: env.gold_action(),
+            "noop": lambda env: env.noop_action(),
+            "refuse": lambda env: env.refuse_action(),
+            "random": lambda env: env.random_action(random.Random(seed)),
+        }
+        if policy not in actions:
+            raise InvalidRequest(f"unknown reference policy {policy!r}; available: "
+                                f"{', '.join(actions)}")
         ep = self.get(episode_id)
         async with ep.lock:
             env = ep.env
             if env is None:
                 raise EpisodeFinished(f"episode {episode_id} has ended")
             ep.last_used = time.monotonic()
-            message: Message = await self._drive(ep, env.gold_action, "the gold action")
+            act = actions[policy]
+            message: Message = await self._drive(ep, lambda: act(env),
+                                                 f"the {policy} action")
             return message.to_dict()
 
     def reap(self, now: float | None = None) -> int:

@@ -76,3 +76,30 @@ def test_token_from_environment(server_factory: object, monkeypatch: pytest.Monk
     with pytest.raises(Exception, match="bearer token") as exc:
         RemoteEnv.from_url(f"{server.url}/echo-v0")
     assert getattr(exc.value, "code", "") == "unauthorized"
+
+
+def test_reference_policies_run_on_the_server_as_they_do_locally(
+        echo_server: ServerProcess) -> None:
+    import random
+
+    from gymhub.envs import make
+    from gymhub.envs.policies import policy_named
+    from gymhub.errors import ServerError
+
+    remote = RemoteEnv(echo_server.url, "echo-v0")
+    local = make("echo-v0")
+    try:
+        for name in ("noop", "refuse", "random"):
+            policy = policy_named(name, seed=3)
+            got = [run_episode(remote, policy, task_id=t.id).value for t in local.tasks[:5]]
+            want = [run_episode(local, policy, task_id=t.id).value for t in local.tasks[:5]]
+            assert got == want == [0.0] * 5, name
+        remote.reset(seed=0)
+        rng_a, rng_b = random.Random(7), random.Random(7)
+        assert remote.random_action(rng_a) == remote.random_action(rng_b)  # seeded on the server
+        with pytest.raises(ServerError) as exc:
+            remote.client.reference_action(remote.episode_id, "oracle")
+        assert exc.value.code == "invalid_request"
+    finally:
+        remote.close()
+        local.close()
