@@ -10,7 +10,9 @@
 # with the transformers engine on the same weights, runs the colocated engine (full and
 # LoRA updates, sleep), trains 3 steps with each engine, and runs the `gpu` tests.
 # Every step prints PASS or FAIL; the exit status is the number of failures.
-# Environment: VENV (default .venv), PORT (8019), WORK (a fresh temporary directory).
+# Environment: VENV (default .venv), PORT (8019), WORK (a fresh temporary directory),
+# MODEL (a local model directory instead of preparing SmolLM2), WHEELHOUSE (a folder of
+# wheels to install from when the machine has no package index).
 # shellcheck disable=SC2329  # the step functions run through `step`
 set -uo pipefail
 
@@ -48,9 +50,20 @@ install_vllm() {
     if [ ! -x "$PY" ]; then
         python3 -m venv "$VENV" || return 1
     fi
-    "$PY" -m pip install -q -e '.[train,server,dev]' || return 1
+    # A machine without an index (WHEELHOUSE=DIR of wheels, or everything already
+    # installed) must not need one: install only what is missing, without build isolation.
+    local pip=("$PY" -m pip install -q --no-build-isolation)
+    if [ -n "${WHEELHOUSE:-}" ]; then
+        pip+=(--no-index --find-links "$WHEELHOUSE")
+    fi
+    if ! "$PY" -c 'import gymhub.trainer, fastapi' 2>/dev/null; then
+        "${pip[@]}" -e '.[train,server,dev]' || return 1
+    fi
     # vLLM pins its own torch (2.14.0, CUDA) and transformers (<5.21): installed last.
-    "$PY" -m pip install -q 'vllm>=0.33,<0.34' || return 1
+    if ! "$PY" -c 'import vllm, sys; sys.exit(not vllm.__version__.startswith("0.33."))' \
+            2>/dev/null; then
+        "${pip[@]}" 'vllm>=0.33,<0.34' || return 1
+    fi
     "$PY" - <<'EOF'
 import torch, vllm
 from packaging.version import Version
@@ -61,9 +74,13 @@ EOF
 }
 
 prepare_model() {
-    "$PY" -c 'from gymhub.trainer.models import prepare_smollm2; print(prepare_smollm2())' \
-        >"$WORK/model_dir" || return 1
-    MODEL=$(tail -n 1 "$WORK/model_dir")
+    # MODEL=DIR (a local transformers model directory) skips the download.
+    if [ -z "${MODEL:-}" ]; then
+        "$PY" -c 'from gymhub.trainer.models import prepare_smollm2; print(prepare_smollm2())' \
+            >"$WORK/model_dir" || return 1
+        MODEL=$(tail -n 1 "$WORK/model_dir")
+    fi
+    echo "model: $MODEL"
     [ -f "$MODEL/config.json" ]
 }
 
@@ -155,7 +172,11 @@ train3() {  # train3 ENGINE [--key value ...]
 
 echo "gymhub GPU check; logs in $WORK"
 step "install vLLM into $VENV" install_vllm
-step "prepare SmolLM2-135M-Instruct" prepare_model
+step "prepare the model" prepare_model
+if [ "$FAILED" -gt 0 ]; then  # every later step needs both: stop with the real cause
+    echo "stopping: the install or the model is missing (see the logs above)"
+    exit "$FAILED"
+fi
 MODEL=$(tail -n 1 "$WORK/model_dir" 2>/dev/null)
 step "start gymhub vllm-serve" start_server
 step "server: start-up check, generate, LoRA update, logprobs vs transformers" \

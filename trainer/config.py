@@ -309,6 +309,14 @@ class GRPOConfig(BaseModel):
             raise ValueError(f"delta must exceed 1 + epsilon_high = {1 + self.epsilon_high}")
         if self.engine == "vllm-server" and not self.engine_url:
             raise ValueError("engine 'vllm-server' needs engine_url")
+        if self.engine != "transformers" and not (
+            self.temperature == 0 or 0.01 <= self.temperature <= 2.0
+        ):
+            raise ValueError(
+                f"engine {self.engine!r} needs temperature 0 or within [0.01, 2]: vLLM refuses "
+                "a temperature above 2 and raises one below 0.01, which the trainer would not "
+                f"(got {self.temperature})"
+            )
         if self.engine != "transformers" and self.top_p < 1.0:
             raise ValueError(
                 f"engine {self.engine!r} needs top_p = 1: vLLM renormalises its "

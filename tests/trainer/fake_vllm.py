@@ -98,6 +98,7 @@ class FakeVLLM:
         self.paused = False
         self.calls: list[tuple[str, str, dict[str, list[str]], Any]] = []
         self.hang_on: set[str] = set()
+        self.reset_ok = True
         self.release = threading.Event()
 
     def server_info(self) -> dict[str, Any]:
@@ -158,7 +159,10 @@ class FakeVLLM:
             return httpx.Response(503, json={"error": "paused"})
         if body["model"] != self.model and body["model"] not in self.adapters:
             return _error(404, f"The model `{body['model']}` does not exist.")
-        ids, lps, finish = self.generate(body)
+        result = self.generate(body)
+        if result is None:  # the engine failed the request: vLLM answers 500
+            return _error(500, "EngineGenerateError: the request failed in the engine")
+        ids, lps, finish = result
         return httpx.Response(200, json=completion_body(
             body["model"], body["prompt"], ids, lps, finish,
             with_token_ids=bool(body.get("return_token_ids"))))
@@ -201,6 +205,9 @@ class FakeVLLM:
     def _ok(self, query: dict[str, Any], body: Any) -> httpx.Response:
         return httpx.Response(200, json={"message": "ok"})
 
+    def _reset_prefix_cache(self, query: dict[str, Any], body: Any) -> httpx.Response:
+        return httpx.Response(200, json={"success": self.reset_ok})
+
     def _pause(self, query: dict[str, Any], body: Any) -> httpx.Response:
         self.paused = True
         return httpx.Response(200, json={"status": "paused"})
@@ -234,7 +241,7 @@ _ROUTES: dict[tuple[str, str], Callable[..., httpx.Response]] = {
     ("POST", "/v1/unload_lora_adapter"): FakeVLLM._unload_lora,
     ("POST", "/sleep"): FakeVLLM._sleep,
     ("POST", "/wake_up"): FakeVLLM._wake,
-    ("POST", "/reset_prefix_cache"): FakeVLLM._ok,
+    ("POST", "/reset_prefix_cache"): FakeVLLM._reset_prefix_cache,
     ("POST", "/pause"): FakeVLLM._pause,
     ("POST", "/resume"): FakeVLLM._resume,
     ("POST", "/init_weight_transfer_engine"): FakeVLLM._ok,

@@ -254,7 +254,7 @@ def test_full_push_follows_vllms_route_order_and_labels_the_version(tmp_path, ti
     engine.update_weights(tiny_model)
     push = server.paths()[server.paths().index("/pause"):]
     assert push == ["/pause", "/start_weight_update", "/update_weights",
-                    "/finish_weight_update", "/resume", "/reset_prefix_cache", "/weight_info"]
+                    "/finish_weight_update", "/reset_prefix_cache", "/resume", "/weight_info"]
     assert server.calls[server.paths().index("/pause")][2] == {"mode": ["wait"]}
     assert server.weight_version == "7" and engine.policy_version == 7
     engine.policy_version = 3  # something rewound the counter: refused, not replayed
@@ -314,3 +314,35 @@ def test_sleep_disabled_sends_nothing(tmp_path):
     engine.sleep()
     engine.wake_up()
     assert len(server.calls) == n
+
+
+def test_an_engine_failure_aborts_that_sample_not_the_batch(tmp_path):
+    server = FakeVLLM(generate=lambda body: None if body["seed"] == 2 else
+                      ([5, 6], [-0.5, -1.25], "stop"))
+    engine = _engine(server, tmp_path)
+    outs = engine.generate([GenerationRequest([1], 2, seed=s) for s in (1, 2, 3)],
+                           SamplingConfig())
+    assert [o.finish_reason for o in outs] == ["stop", "abort", "stop"]
+    assert "500" in outs[1].extra["error"] and outs[1].token_ids == []
+    engine.model = "other"  # a model the server does not have: a 404, a real error
+    with pytest.raises(EngineError, match="404"):
+        engine.generate([GenerationRequest([1], 2)], SamplingConfig())
+
+
+def test_a_failed_prefix_cache_reset_fails_the_push(tmp_path, tiny_model):
+    server = FakeVLLM(weight_transfer="nccl", lora_rank=None)
+    server.reset_ok = False
+    engine = _full_engine(server, tmp_path, tiny_model)
+    with pytest.raises(WeightSyncError, match="prefix cache"):
+        engine.update_weights(tiny_model)
+
+
+def test_vllm_engines_need_a_temperature_vllm_keeps():
+    from gymhub.trainer.config import GRPOConfig
+
+    for bad in (2.5, 0.005):
+        with pytest.raises(ConfigError, match="temperature"):
+            GRPOConfig(engine="vllm", temperature=bad)
+    for good in (0.0, 0.01, 1.0, 2.0):
+        assert GRPOConfig(engine="vllm", temperature=good).temperature == good
+    assert GRPOConfig(engine="transformers", temperature=3.0).temperature == 3.0

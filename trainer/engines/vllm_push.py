@@ -12,7 +12,7 @@ against vLLM 0.33.0's source:
   the run it resumes; the previous adapter is unloaded and its files removed.
 * Full weights: ``/pause`` → ``/start_weight_update`` → ``/update_weights`` (while
   the trainer broadcasts over NCCL) → ``/finish_weight_update {weight_version}`` →
-  ``/resume`` → ``/reset_prefix_cache``, then ``GET /weight_info`` must echo the
+  ``/reset_prefix_cache`` → ``/resume``, then ``GET /weight_info`` must echo the
   version (``vllm/entrypoints/rl/online/api_router.py``, registered only with
   ``VLLM_SERVER_DEV_MODE=1`` by ``vllm/entrypoints/launchers/api_server/routers.py``;
   the server needs ``--weight-transfer-config '{"backend": "nccl"}'``,
@@ -203,8 +203,15 @@ class NcclRoutePush:
             self.routes.post("pause", params={"mode": "wait"})
             self.routes.pending_version = str(version)
             self._engine.send_weights()
+            # /pause already cleared the caches (vllm/v1/engine/async_llm.py pause_generation,
+            # clear_cache=True); this reset is the belt to those braces, sent while still
+            # paused because it fails while blocks are held by running requests
+            # (vllm/entrypoints/serve/dev/cache/api_router.py), and it must not fail quietly.
+            reset = self.routes.post("reset_prefix_cache")
+            if isinstance(reset, dict) and reset.get("success") is False:
+                raise WeightSyncError("the server could not reset its prefix cache after the "
+                                      "weight update: cached prefixes may hold old KV values")
             self.routes.post("resume")
-            self.routes.post("reset_prefix_cache")
             echoed = self.routes.get("weight_info").get("weight_version")
             if echoed != str(version):
                 raise WeightSyncError(f"the server reports weight version {echoed!r} after "

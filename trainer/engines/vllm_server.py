@@ -142,6 +142,12 @@ class VLLMServerEngine:
     def _one(self, request: GenerationRequest, sampling: SamplingConfig) -> Completion:
         resp = self.client.post(f"{self.base_url}/v1/completions",
                                 json=self.request_body(request, sampling))
+        if resp.status_code >= 500:
+            # A request that failed inside the engine (finish reason "error") reaches the
+            # client as a 500 (vllm/entrypoints/openai/completion/serving.py): that sample is
+            # lost, not the batch, so it comes back aborted and the rollout masks it.
+            return Completion([], [], "abort", {"error": f"vLLM server answered "
+                                                f"{resp.status_code}: {resp.text[:300]}"})
         if resp.status_code >= 400:
             raise EngineError(f"vLLM server answered {resp.status_code}: {resp.text[:300]}")
         choices = resp.json().get("choices") or []
@@ -169,13 +175,14 @@ class VLLMServerEngine:
         if self.pusher is None:
             raise WeightSyncError("this engine was built to generate only (finetune=None)")
         if self._asleep:
+            # Both before the push: the push ends with /resume, and a scheduler resumed
+            # over an unmapped KV cache must never run (vllm/v1/engine/core.py wake_up).
             self._post("wake_up", params={"tags": "weights"})
+            self._post("wake_up", params={"tags": "kv_cache"})
+            self._asleep = False
         self.pusher.push(model, version)
         if isinstance(self.pusher, LoraAdapterPush) and self.pusher.current is not None:
             self.model = self.pusher.current
-        if self._asleep:
-            self._post("wake_up", params={"tags": "kv_cache"})
-            self._asleep = False
         self._weights_dropped = False
         self.policy_version = version
 
