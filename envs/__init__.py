@@ -53,6 +53,14 @@ register(
     tags=("sql", "tool-use", "multi-turn"),
 )
 register(
+    "math-v0",
+    "gymhub.envs.math.env:MathEnv",
+    max_turns=6,
+    description="Questions with exact answers, a sandboxed Python tool; scored by math_equiv.",
+    verifier="math_equiv",
+    tags=("math", "tool-use", "multi-turn"),
+)
+register(
     "code-v0",
     "gymhub.envs.code.env:CodeEnv",
     max_turns=10,
