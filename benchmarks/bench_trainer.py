@@ -7,9 +7,11 @@
    sides. TRL is a benchmark-only dependency (``pip install trl torch==2.13.0``); the
    TRL column is skipped with the reason when it cannot be imported.
 2. Rollout throughput of the transformers engine: 8 multi-turn episodes of
-   ``echo-v0`` (4 turns x 16 tokens, observations appended between turns) against
-   single-turn generation of 64 tokens from the same 8 first prompts (tool schemas
-   included).
+   ``echo-v0`` (4 turns x 16 tokens, observations appended between turns), with the
+   cross-turn KV cache off (every turn re-reads its whole context) and on (a turn
+   prefills only its new tokens), against single-turn generation of 64 tokens from the
+   same 8 first prompts (tool schemas included), all in the same run. The last line is
+   ``multi-turn / single-turn tokens/s: R×`` with the cache on.
 
 Run: ``python benchmarks/bench_trainer.py`` (CPU; about a minute).
 """
@@ -34,7 +36,7 @@ from gymhub.trainer.parsers import make_parser
 from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch
 from gymhub.trainer.tiny import build_model, build_tokenizer
 
-B, P, C, REPEATS = 8, 64, 64, 5
+B, P, C, REPEATS, ROUNDS = 8, 64, 64, 5, 5
 
 
 def _batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,20 +111,31 @@ def bench_trl(tok: object, tmp: str) -> tuple[float | None, str]:
     return _time(step), f"trl {trl.__version__}"
 
 
-def bench_rollouts(tok: object) -> tuple[float, float]:
+def bench_rollouts(tok: object) -> dict[str, float]:
+    """Tokens/s of multi-turn (cross-turn cache off, then on) and single-turn generation.
+
+    The three are timed in alternation, round after round, so that a machine whose load
+    changes during the run slows all three alike; each figure is the median over rounds.
+    A first multi-turn run with the cache on checks every episode against a full render
+    (strict drift check) before anything is timed.
+    """
     model = build_model(len(tok))  # type: ignore[arg-type]
-    engine = TransformersEngine(model, tok, pad_token_id=0)
+    engines = {
+        on: TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=on)
+        for on in (False, True)
+    }
     renderer = ChatRenderer(tok)
+    tasks = [("echo-v0", f"echo-{i:04d}") for i in range(B)]
 
-    def multi() -> int:
-        trajs = asyncio.run(run_group_batch(
-            backend=InProcessBackend(), engine=engine, renderer=renderer,
+    def episodes(cache: bool, drift: str = "off") -> list[Trajectory]:
+        return asyncio.run(run_group_batch(
+            backend=InProcessBackend(), engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
-            budgets=Budgets(4, 16, 64, 4096), tasks=[("echo-v0", f"echo-{i:04d}")
-                                                     for i in range(B)],
-            group_size=1, seed=0, drift_check="off"))
-        return sum(t.generated_tokens for t in trajs)
+            budgets=Budgets(4, 16, 64, 4096), tasks=tasks, group_size=1, seed=0,
+            drift_check=drift))
 
+    checked = episodes(True, "warn")
+    drifted = sum(1 for t in checked if t.drift is None or not t.drift.ok)
     # The single-turn side starts from exactly the multi-turn side's first prompts
     # (system + user + the tool schemas the template renders), so the two differ only in
     # what multi-turn adds: three more turns, each with its observation appended.
@@ -135,16 +148,26 @@ def bench_rollouts(tok: object) -> tuple[float, float]:
         reqs.append(GenerationRequest(renderer.prompt_ids(obs, info["tools"]), 64, seed=i))
 
     def single() -> int:
-        outs = engine.generate(reqs, SamplingConfig(temperature=1.0))
+        outs = engines[True].generate(reqs, SamplingConfig(temperature=1.0))
         return sum(len(o.token_ids) for o in outs)
 
-    res = []
-    for fn in (multi, single):
-        fn()
-        t = time.perf_counter()
-        n = sum(fn() for _ in range(3))
-        res.append(n / (time.perf_counter() - t))
-    return res[0], res[1]
+    runs = {
+        "multi_off": lambda: sum(t.generated_tokens for t in episodes(False)),
+        "multi_on": lambda: sum(t.generated_tokens for t in episodes(True)),
+        "single": single,
+    }
+    rates: dict[str, list[float]] = {k: [] for k in runs}
+    for fn in runs.values():
+        fn()  # warm-up
+    for _ in range(ROUNDS):
+        for key, fn in runs.items():
+            t = time.perf_counter()
+            n = fn()
+            rates[key].append(n / (time.perf_counter() - t))
+    out = {k: statistics.median(v) for k, v in rates.items()}
+    out["drift"] = float(drifted)
+    out["leaked"] = float(len(engines[True].caches))
+    return out
 
 
 def main() -> int:
@@ -160,11 +183,17 @@ def main() -> int:
     else:
         print(f"  TRL     {theirs * 1000:8.1f} ms   ({note})")
         print(f"  ratio   TRL / gymhub = {theirs / ours:.2f}x  (>1: gymhub faster)")
-    multi, single = bench_rollouts(tok)
-    print(f"rollout generation, {B} episodes, transformers engine")
-    print(f"  multi-turn  (4 x 16 tokens, echo-v0)  {multi:8.0f} tokens/s")
-    print(f"  single-turn (1 x 64 tokens)           {single:8.0f} tokens/s")
-    print(f"  ratio multi / single = {multi / single:.2f}")
+    r = bench_rollouts(tok)
+    print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
+    print(f"  drift check (strict, cache on): {r['drift']:.0f} of {B} episodes drifted; "
+          f"{r['leaked']:.0f} KV caches left after the episodes ended")
+    print(f"  single-turn (1 x 64 tokens)                       {r['single']:8.0f} tokens/s")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache off   {r['multi_off']:8.0f} tokens/s"
+          f"   {r['multi_off'] / r['single']:.2f}x single-turn")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache on    {r['multi_on']:8.0f} tokens/s"
+          f"   {r['multi_on'] / r['single']:.2f}x single-turn")
+    print(f"  cross-turn cache speed-up (on / off): {r['multi_on'] / r['multi_off']:.2f}x")
+    print(f"multi-turn / single-turn tokens/s: {r['multi_on'] / r['single']:.2f}\u00d7")
     return 0
 
 

@@ -80,7 +80,9 @@ def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any) -> Engine:
         from .engines.hf import TransformersEngine
 
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        return TransformersEngine(model, tokenizer, pad_token_id=pad, seed=cfg.seed)
+        return TransformersEngine(
+            model, tokenizer, pad_token_id=pad, seed=cfg.seed, cross_turn_cache=cfg.cross_turn_cache
+        )
     if cfg.engine == "vllm":
         from .engines.vllm_local import VLLMEngine
 

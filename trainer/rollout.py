@@ -14,6 +14,11 @@ answer) and ``truncated=True``; the loss may mask it (``mask_truncated``). An ep
 whose backend failed, or whose score carries an ``error``, is *errored*: masked and
 counted, never scored.
 
+Each episode is one engine *session*: an engine that keeps per-episode state (the
+transformers engine's KV cache) continues turn ``k+1`` from what it kept of turn ``k``
+and is told to release it when the episode ends, however it ends. The ids remain the
+learner's: every request carries the whole context.
+
 Episodes run as asyncio tasks. Generation is batched in lockstep: a batch is sent to
 the engine when every live episode is waiting for a turn, in a fixed order, and each
 request carries its own seed. Batches are therefore identical from run to run
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +40,7 @@ from gymhub.types import Message, Score
 
 from .backends import EpisodeBackend
 from .chat import ChatRenderer, Drift
-from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig
+from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig, SessionEngine
 from .parsers import ToolCallParser
 
 __all__ = [
@@ -161,8 +167,14 @@ class LockstepGenerator:
         """An episode starts."""
         self._active += 1
 
-    def leave(self) -> None:
-        """An episode ends (it may have been the one the batch waited for)."""
+    def leave(self, session: str | None = None) -> None:
+        """An episode ends (it may have been the one the batch waited for).
+
+        ``session`` is released on engines that keep state per session (their KV
+        cache), before the next batch can start.
+        """
+        if session is not None and isinstance(self.engine, SessionEngine):
+            self.engine.release(session)
         self._active -= 1
         self._maybe_flush()
 
@@ -224,6 +236,7 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
     """Play one episode into ``traj`` (see the module docstring)."""
     b = ctx.budgets
     eot = ctx.renderer.end_of_turn_id
+    session = uuid.uuid4().hex  # names this episode's KV cache in the engine
     ctx.generator.join()
     episode_id: str | None = None
     tools: list[dict[str, Any]] | None = None
@@ -248,7 +261,9 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
                     "episode_tokens" if generated >= b.max_tokens_per_episode else "context"
                 )
                 break
-            req = GenerationRequest(traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62))
+            req = GenerationRequest(
+                traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62), session=session
+            )
             comp = await ctx.generator.generate(traj.index, req)
             traj.turn_versions.append(ctx.generator.engine.policy_version)
             out_ids = list(comp.token_ids)
@@ -291,7 +306,7 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
         traj.error = f"{type(exc).__name__}: {exc}"
         traj.stop_reason = "error"
     finally:
-        ctx.generator.leave()
+        ctx.generator.leave(session)
         if episode_id is not None:
             try:
                 await ctx.backend.close(episode_id)
