@@ -147,7 +147,7 @@ def teach(
         logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
         loss = -(logp * target).sum() / target.sum()
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
     return model.eval()
 
