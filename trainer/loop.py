@@ -48,7 +48,10 @@ __all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy", "select_ta
 _T = TypeVar("_T")
 
 #: Metrics that measure time, excluded when comparing runs for exact reproduction.
-TIMING_KEYS = frozenset({"time_rollout", "time_update", "time_step", "tokens_per_s"})
+TIMING_KEYS = frozenset({
+    "time_rollout", "time_generate", "time_old_logprobs", "time_weight_sync", "time_update",
+    "time_step", "tokens_per_s",
+})
 
 
 class GRPOTrainer:
@@ -229,8 +232,9 @@ class GRPOTrainer:
         seed: int,
         sampling: SamplingConfig | None = None,
         prefix: str = "",
+        stats: dict[str, float] | None = None,
     ) -> list[Trajectory]:
-        """Play ``group_size`` episodes of each task."""
+        """Play ``group_size`` episodes of each task (``stats``: see ``run_group_batch``)."""
         return self._run(
             lambda: run_group_batch(
                 backend=self.backend,
@@ -247,6 +251,7 @@ class GRPOTrainer:
                 max_concurrent=self.cfg.max_concurrent_episodes,
                 instructions=self.cfg.instructions,
                 render_tools=self.cfg.render_tools,
+                stats=stats,
             )
         )
 
@@ -274,11 +279,13 @@ class GRPOTrainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         tasks = self.sampler.next(cfg.tasks_per_step)
+        stats: dict[str, float] = {}
         trajs = self.rollout(
             tasks,
             group_size=cfg.group_size,
             seed=cfg.seed * 1_000_003 + self.step,
             prefix=f"s{self.step}:",
+            stats=stats,
         )
         t1 = time.perf_counter()
         outcomes = [
@@ -321,8 +328,10 @@ class GRPOTrainer:
             "drift": float(sum(1 for t in trajs if t.drift is not None and not t.drift.ok)),
             "generated_tokens": float(generated),
             "turns_mean": sum(len(t.turn_versions) for t in trajs) / max(len(trajs), 1),
+            "prompt_tokens_mean": sum(_prompt_tokens(t) for t in trajs) / max(len(trajs), 1),
             "lr": float(self.scheduler.get_last_lr()[0]),
             "time_rollout": t1 - t0,
+            "time_generate": stats.get("time_generate", 0.0),
             "time_update": t2 - t1,
             "time_step": t2 - t0,
             "tokens_per_s": generated / max(t1 - t0, 1e-9),
@@ -405,6 +414,8 @@ class GRPOTrainer:
             "clip_delta": 0.0,
             "kl": 0.0,
             "ratio_mean": 1.0,
+            "time_old_logprobs": 0.0,
+            "time_weight_sync": 0.0,
         }
         if not rows:
             return zero
@@ -412,9 +423,14 @@ class GRPOTrainer:
         micro = [rows[i : i + mb] for i in range(0, len(rows), mb)]
         ga = cfg.gradient_accumulation_steps or len(micro)
         groups = [micro[i : i + ga] for i in range(0, len(micro), ga)]
+        # One optimizer step on the batch: pi_old is the policy being updated, so the ratio
+        # is 1 by construction and its log-probabilities are the update's own, detached; a
+        # separate no-grad pass is paid only when several steps share one batch or TIS
+        # needs pi_old before the first step.
         need_old = len(groups) > 1 or cfg.tis_cap is not None
         old: list[Any] = []
         ref: list[Any] = []
+        t_old = time.perf_counter()
         if need_old or cfg.beta > 0:
             self.model.eval()
             with torch.no_grad():
@@ -425,6 +441,7 @@ class GRPOTrainer:
                         ref.append(self._reference_logps(m))
         self.model.train()
         totals = dict.fromkeys(zero, 0.0)
+        totals["time_old_logprobs"] = time.perf_counter() - t_old
         k = 0
         for group in groups:
             n_tokens = float(sum(sum(t.loss_mask) for m in group for t, _ in m))
@@ -465,7 +482,9 @@ class GRPOTrainer:
             self.scheduler.step()
             totals["updates"] += 1
         self.optimizer.zero_grad(set_to_none=True)
+        t_sync = time.perf_counter()
         self.engine.update_weights(self.model)
+        totals["time_weight_sync"] = time.perf_counter() - t_sync
         totals["loss"] /= len(groups)
         return totals
 
@@ -478,3 +497,8 @@ class GRPOTrainer:
         with self.model.disable_adapter():
             return self._logps(batch)[0]
 
+
+
+def _prompt_tokens(t: Trajectory) -> int:
+    """Length of the first prompt: the ids before the first sampled token."""
+    return next((i for i, m in enumerate(t.loss_mask) if m), len(t.ids))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,7 @@ class LockstepGenerator:
         self._running = False
         self.calls = 0
         self.generated = 0
+        self.seconds = 0.0  # wall time inside the engine
 
     def join(self) -> None:
         """An episode starts."""
@@ -197,9 +199,11 @@ class LockstepGenerator:
         self, batch: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]]
     ) -> None:
         try:
+            start = time.perf_counter()
             outs = await asyncio.to_thread(
                 self.engine.generate, [b[1] for b in batch], self.sampling
             )
+            self.seconds += time.perf_counter() - start
             self.calls += 1
             for (_, _, fut), out in zip(batch, outs, strict=True):
                 self.generated += len(out.token_ids)
@@ -360,11 +364,14 @@ async def run_group_batch(
     max_concurrent: int = 64,
     instructions: str = "",
     render_tools: bool = True,
+    stats: dict[str, float] | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each ``(env_id, task_id)``, concurrently.
 
     Episodes are numbered in order (task by task), which fixes batch order and seeds.
     ``instructions`` and ``render_tools`` shape the prompt (see :func:`with_instructions`).
+    ``stats``, when given, receives ``time_generate`` (seconds inside the engine) and
+    ``engine_calls``: what the rest of the rollout time is not (environments, rendering).
     """
     gen = LockstepGenerator(engine, sampling)
     ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check, instructions, render_tools)
@@ -384,7 +391,11 @@ async def run_group_batch(
         async with limit:
             return await run_episode(ctx, traj, seed=seed * 100_003 + traj.index)
 
-    return list(await asyncio.gather(*(one(t) for t in trajs)))
+    out = list(await asyncio.gather(*(one(t) for t in trajs)))
+    if stats is not None:
+        stats["time_generate"] = gen.seconds
+        stats["engine_calls"] = float(gen.calls)
+    return out
 
 
 def write_jsonl(path: str | Path, trajectories: Sequence[Trajectory], **extra: Any) -> None:
