@@ -12,6 +12,9 @@
    prefills only its new tokens), against single-turn generation of 64 tokens from the
    same 8 first prompts (tool schemas included), all in the same run. The last line is
    ``multi-turn / single-turn tokens/s: R×`` with the cache on.
+3. Time per demo step split into its parts: a GRPO step of ``examples/sql_demo.toml``
+   (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
+   environments and rendering, the old-logprob pass, the update, the weight sync.
 
 Run: ``python benchmarks/bench_trainer.py [--threads 1]`` (CPU; about a minute).
 """
@@ -193,6 +196,76 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     return out
 
 
+def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
+    """The model directory for the demo-step split, or ``None`` and why not."""
+    from pathlib import Path
+
+    from gymhub.trainer.models import prepare_smollm2
+    from gymhub.trainer.tiny import save_tiny
+
+    if choice == "tiny":
+        save_tiny(tmp)
+        return tmp, "tiny Llama"
+    if choice in ("auto", "smollm2"):
+        def refuse(_: Path) -> Path:
+            raise FileNotFoundError("not prepared")
+
+        try:
+            path = prepare_smollm2(download=None if choice == "smollm2" else refuse,
+                                   log=lambda _: None)
+        except FileNotFoundError:
+            return None, ("SmolLM2-135M is not prepared yet (`make demo` prepares it, or "
+                          "--demo-model smollm2 downloads it once); --demo-model tiny runs "
+                          "the split on the tiny model")
+        return str(path), "SmolLM2-135M-Instruct"
+    return choice, choice
+
+
+def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False) -> dict[str, float]:
+    """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
+
+    The tiny model's 400-token vocabulary spells the schema out in ~1,000 tokens, more
+    than the demo's context budget, so for it the budget is raised (a check of the
+    table, not a figure).
+    """
+    from pathlib import Path
+
+    from gymhub.trainer.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parent.parent / "examples" / "sql_demo.toml")
+    cfg = cfg.model_copy(update={
+        "model": model_dir, "env_urls": [], "output_dir": tmp, "max_steps": steps,
+        "progress": False, "report": False, "tensorboard": False, "save_trajectories": False,
+        **({"max_context_tokens": 4096} if tiny else {}),
+    })
+    with GRPOTrainer(cfg) as trainer:
+        metrics = [trainer.train_step() for _ in range(steps)]
+    return metrics[-1]
+
+
+def print_demo_split(m: dict[str, float], label: str, steps: int) -> None:
+    rest = m["time_rollout"] - m["time_generate"]
+    update = m["time_update"] - m["time_old_logprobs"] - m["time_weight_sync"]
+    total = m["time_step"]
+    print(f"time per demo step split into its parts ({label}, examples/sql_demo.toml, "
+          f"sql-v0 in-process, step {steps} of {steps})")
+    print(f"  prompt tokens (mean) {m['prompt_tokens_mean']:7.0f}   generated tokens "
+          f"(mean) {m['generated_tokens'] / max(m['episodes'], 1):5.1f}   episodes "
+          f"{m['episodes']:.0f}")
+    old_note = ("skipped: one optimizer step per batch, ratio 1"
+                if m["time_old_logprobs"] < 1e-3 else "")
+    parts = [
+        ("generation (engine)", m["time_generate"], ""),
+        ("environments, rendering, parsing", rest, ""),
+        ("old-logprob pass", m["time_old_logprobs"], old_note),
+        ("update (forward, backward, AdamW)", update, ""),
+        ("weight sync to the engine", m["time_weight_sync"], ""),
+    ]
+    for name, sec, note in parts:
+        print(f"  {name:34s} {sec:8.2f} s  {100 * sec / total:5.1f} %  {note}".rstrip())
+    print(f"  {'step':34s} {total:8.2f} s  100.0 %")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -200,6 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (0: torch's default); 1 gives steadier figures on "
                         "a machine shared with other work")
+    p.add_argument("--demo-model", default="auto",
+                   help="model of the demo-step split: auto (SmolLM2 when prepared, else "
+                        "skipped), smollm2 (prepare it, downloading once), tiny, or a directory")
+    p.add_argument("--demo-steps", type=int, default=2,
+                   help="GRPO steps of the split; the last is reported (the first warms up)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -215,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"  TRL     {theirs * 1000:8.1f} ms   ({note})")
         print(f"  ratio   TRL / gymhub = {theirs / ours:.2f}x  (>1: gymhub faster)")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, label = demo_model(args.demo_model, tmp)
+        if model_dir is None:
+            print(f"time per demo step split into its parts: skipped: {label}")
+        else:
+            split = bench_demo_step(model_dir, tmp, args.demo_steps, args.demo_model == "tiny")
+            print_demo_split(split, label, args.demo_steps)
     r = bench_rollouts(tok)
     print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
     print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "

@@ -108,6 +108,7 @@ class GRPOTrainer:
             cfg.max_context_tokens,
         )
         self.params = [p for p in model.parameters() if p.requires_grad]
+        self._keeps_logits = _takes_logits_to_keep(model)
         self.optimizer = torch.optim.AdamW(
             self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
@@ -374,7 +375,14 @@ class GRPOTrainer:
 
     # ----------------------------------------------------------------- update
     def _logps(self, batch: list[tuple[Trajectory, float]]) -> tuple[Any, Any, Any, Any]:
-        """Forward a micro-batch: (log-probs, mask, engine log-probs, advantages)."""
+        """Forward a micro-batch: (log-probs, mask, engine log-probs, advantages).
+
+        Only the columns from the batch's first sampled token on are returned: the
+        positions before it carry no loss, and projecting them onto the vocabulary
+        (``logits_to_keep``) and normalising there is most of the forward's memory and a
+        large part of its time when prompts are long. Every loss is mask-weighted, so
+        dropping all-masked columns changes no value.
+        """
         import torch
 
         device = next(self.model.parameters()).device
@@ -390,15 +398,19 @@ class GRPOTrainer:
             attn[i, :n] = 1
             mask[i, : n - 1] = torch.tensor(t.loss_mask[1:], dtype=torch.bool)
             eng[i, : n - 1] = torch.tensor(t.logprobs[1:])
+        # column j of mask/logits predicts token j + 1; the first sampled token is at
+        # ``first`` >= 1, so columns before ``first - 1`` carry no loss
+        first = min((_prompt_tokens(t) for t, _ in batch), default=1)
+        start = min(max(first - 1, 0), width - 1)
         ids, attn = ids.to(device), attn.to(device)
-        logits = (
-            self.model(input_ids=ids, attention_mask=attn, use_cache=False).logits[:, :-1].float()
-        )
+        keep = {"logits_to_keep": width - start} if self._keeps_logits else {}
+        out = self.model(input_ids=ids, attention_mask=attn, use_cache=False, **keep)
+        logits = out.logits[:, -(width - start) :][:, :-1].float()
         if self.cfg.temperature > 0:
             logits = logits / self.cfg.temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, start + 1 :, None])[..., 0]
         adv = torch.tensor([a for _, a in batch], device=device)
-        return logp, mask.to(device), eng.to(device), adv
+        return logp, mask[:, start:].to(device), eng[:, start:].to(device), adv
 
     def _update(self, rows: list[tuple[Trajectory, float]]) -> dict[str, float]:
         import torch
@@ -439,9 +451,10 @@ class GRPOTrainer:
                         old.append(self._logps(m)[0])
                     if cfg.beta > 0:
                         ref.append(self._reference_logps(m))
+        time_old = time.perf_counter() - t_old if need_old or cfg.beta > 0 else 0.0
         self.model.train()
         totals = dict.fromkeys(zero, 0.0)
-        totals["time_old_logprobs"] = time.perf_counter() - t_old
+        totals["time_old_logprobs"] = time_old
         k = 0
         for group in groups:
             n_tokens = float(sum(sum(t.loss_mask) for m in group for t, _ in m))
@@ -502,3 +515,11 @@ class GRPOTrainer:
 def _prompt_tokens(t: Trajectory) -> int:
     """Length of the first prompt: the ids before the first sampled token."""
     return next((i for i, m in enumerate(t.loss_mask) if m), len(t.ids))
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward can skip the vocabulary projection of early positions."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
