@@ -156,9 +156,7 @@ class TransformersEngine:
             attn[row, past_w - n : past_w] = 1
             attn[row, past_w + start :] = 1
         ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
-        kwargs: dict[str, Any] = dict(self._last_logits)
-        if past_w > 0:
-            kwargs[self._cache_kw] = batch_cache(taken, past_w)
+        past, logits = self._prefill(requests, ids, attn, pos, taken, past_w)
         taken.clear()  # the batch cache is now the only copy of the prefixes
         gens = self._generators(requests)
         stop_ids = set(sampling.stop_token_ids)
@@ -167,12 +165,6 @@ class TransformersEngine:
         fed = [0] * b
         reasons: list[str | None] = [None if r.max_tokens > 0 else "length" for r in requests]
         steps = max((r.max_tokens for r in requests), default=0)
-
-        result = self.model(
-            input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kwargs
-        )
-        past = _cache_of(result)
-        logits = result.logits[:, -1, :].float()
         last_pos = pos[:, -1:]
         for _ in range(steps):
             live = [reason is None for reason in reasons]
@@ -213,6 +205,58 @@ class TransformersEngine:
             )
             for row in range(b)
         ]
+
+    def _prefill(
+        self,
+        requests: Sequence[GenerationRequest],
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        pos: torch.Tensor,
+        taken: list[tuple[CachedPrefix | None, int]],
+        past_w: int,
+        share: bool = True,
+    ) -> tuple[Any, torch.Tensor]:
+        """The batch's cache and last-position logits after its prompts.
+
+        Requests with the same whole prompt and no cached prefix (a GRPO group's samples
+        of one task) are prefilled once; their rows of the cache are copies of it. Each
+        still samples with its own seed, and the logits are those of the same forward.
+        """
+        import torch
+
+        first: dict[tuple[int, ...], int] = {}
+        rows: list[int] = []  # the rows prefilled
+        expand: list[int] = []  # for each request, its prefilled row's index in ``rows``
+        for row, (r, (_, n)) in enumerate(zip(requests, taken, strict=True)):
+            key = tuple(r.prompt_ids)
+            if share and n == 0 and key in first:
+                expand.append(first[key])
+                continue
+            if n == 0:
+                first[key] = len(rows)
+            expand.append(len(rows))
+            rows.append(row)
+        shared = len(rows) < len(requests)
+        full, taken_all = (ids, attn, pos), taken
+        if shared:
+            index = torch.tensor(rows, device=ids.device)
+            ids, attn, pos = ids[index], attn[index], pos[index]
+            taken = [taken[row] for row in rows]
+        kwargs: dict[str, Any] = dict(self._last_logits)
+        if past_w > 0:
+            kwargs[self._cache_kw] = batch_cache(taken, past_w)
+        result = self.model(
+            input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kwargs
+        )
+        past = _cache_of(result)
+        logits = result.logits[:, -1, :].float()
+        if shared:
+            if not hasattr(past, "batch_select_indices"):  # a legacy cache: no sharing
+                return self._prefill(requests, *full, taken_all, past_w, share=False)
+            spread = torch.tensor(expand, device=logits.device)
+            past.batch_select_indices(spread)
+            logits = logits[spread]
+        return past, logits
 
     def _keep(
         self,
