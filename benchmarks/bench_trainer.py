@@ -39,7 +39,7 @@ from gymhub.trainer.parsers import make_parser
 from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch
 from gymhub.trainer.tiny import build_model, build_tokenizer, echo_lessons, teach
 
-B, P, C, REPEATS, ROUNDS = 8, 64, 64, 5, 5
+B, P, C, REPEATS, ROUNDS = 8, 64, 64, 5, 15
 
 
 def _batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -140,7 +140,8 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     """Tokens/s of multi-turn (cross-turn cache off, then on) and single-turn generation.
 
     The three are timed in alternation, round after round, so that a machine whose load
-    changes during the run slows all three alike; each figure is the median over rounds.
+    changes during the run slows all three alike; each rate is the median over rounds,
+    each ratio the median of the rounds' own ratios.
     """
     model = build_model(len(tok))  # type: ignore[arg-type]
     engines = {
@@ -191,6 +192,13 @@ def bench_rollouts(tok: object) -> dict[str, float]:
             rates[key].append(n / (time.perf_counter() - t))
     runner.close()
     out = {k: statistics.median(v) for k, v in rates.items()}
+    # Ratios of the same round (runs a second apart), then their median: steadier than a
+    # ratio of medians when other work on the machine comes and goes.
+    for key in ("multi_off", "multi_on"):
+        out[f"{key}_ratio"] = statistics.median(
+            m / s for m, s in zip(rates[key], rates["single"], strict=True))
+    out["on_off_ratio"] = statistics.median(
+        a / b for a, b in zip(rates["multi_on"], rates["multi_off"], strict=True))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
     return out
@@ -307,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
           "after the episodes ended")
     print(f"  single-turn (1 x 64 tokens)                       {r['single']:8.0f} tokens/s")
     print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache off   {r['multi_off']:8.0f} tokens/s"
-          f"   {r['multi_off'] / r['single']:.2f}x single-turn")
+          f"   {r['multi_off_ratio']:.2f}x single-turn (before)")
     print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache on    {r['multi_on']:8.0f} tokens/s"
-          f"   {r['multi_on'] / r['single']:.2f}x single-turn")
-    print(f"  cross-turn cache speed-up (on / off): {r['multi_on'] / r['multi_off']:.2f}x")
-    print(f"multi-turn / single-turn tokens/s: {r['multi_on'] / r['single']:.2f}\u00d7")
+          f"   {r['multi_on_ratio']:.2f}x single-turn (after)")
+    print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
+    print(f"multi-turn / single-turn tokens/s: {r['multi_on_ratio']:.2f}\u00d7")
     return 0
 
 
