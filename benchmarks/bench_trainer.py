@@ -16,7 +16,9 @@
    (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
    environments and rendering, the old-logprob pass, the update, the weight sync.
 
-Run: ``python benchmarks/bench_trainer.py [--threads 1]`` (CPU; about a minute).
+Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]``
+(CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
+only when that model is prepared or ``--demo-model smollm2`` asks for it).
 """
 
 from __future__ import annotations
