@@ -7,11 +7,18 @@
    sides. TRL is a benchmark-only dependency (``pip install trl torch==2.13.0``); the
    TRL column is skipped with the reason when it cannot be imported.
 2. Rollout throughput of the transformers engine: 8 multi-turn episodes of
-   ``echo-v0`` (4 turns x 16 tokens, observations appended between turns) against
-   single-turn generation of 64 tokens from the same 8 first prompts (tool schemas
-   included).
+   ``echo-v0`` (4 turns x 16 tokens, observations appended between turns), with the
+   cross-turn KV cache off (every turn re-reads its whole context) and on (a turn
+   prefills only its new tokens), against single-turn generation of 64 tokens from the
+   same 8 first prompts (tool schemas included), all in the same run. The last line is
+   ``multi-turn / single-turn tokens/s: R×`` with the cache on.
+3. Time per demo step split into its parts: a GRPO step of ``examples/sql_demo.toml``
+   (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
+   environments and rendering, the old-logprob pass, the update, the weight sync.
 
-Run: ``python benchmarks/bench_trainer.py`` (CPU; about a minute).
+Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]``
+(CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
+only when that model is prepared or ``--demo-model smollm2`` asks for it).
 """
 
 from __future__ import annotations
@@ -32,9 +39,9 @@ from gymhub.trainer.engines.hf import TransformersEngine
 from gymhub.trainer.loop import GRPOTrainer
 from gymhub.trainer.parsers import make_parser
 from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch
-from gymhub.trainer.tiny import build_model, build_tokenizer
+from gymhub.trainer.tiny import build_model, build_tokenizer, echo_lessons, teach
 
-B, P, C, REPEATS = 8, 64, 64, 5
+B, P, C, REPEATS, ROUNDS = 8, 64, 64, 5, 15
 
 
 def _batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,20 +116,54 @@ def bench_trl(tok: object, tmp: str) -> tuple[float | None, str]:
     return _time(step), f"trl {trl.__version__}"
 
 
-def bench_rollouts(tok: object) -> tuple[float, float]:
+def drift_check(
+    tok: object, renderer: ChatRenderer, tasks: list[tuple[str, str]]
+) -> tuple[int, int]:
+    """Episodes that drift from a full render, cache on, of a model that answers canonically.
+
+    The random model of the timing runs samples byte-level tokens that no re-encoding
+    reproduces, so its episodes drift whatever the engine does; this check uses the same
+    tiny model taught (a second of CPU) to answer echo-v0 with a canonical tool call, and
+    greedy decoding, so that any drift would be the rollout's or the cache's doing.
+    """
+    model = teach(build_model(len(tok)), echo_lessons(tok))  # type: ignore[arg-type]
+    engine = TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=True)
+    trajs = asyncio.run(run_group_batch(
+        backend=InProcessBackend(), engine=engine, renderer=renderer,
+        parser=make_parser("hermes"),
+        sampling=SamplingConfig(temperature=0.0, stop_token_ids=(renderer.end_of_turn_id,)),
+        budgets=Budgets(4, 32, 128, 4096), tasks=tasks, group_size=1, seed=0,
+        drift_check="warn"))
+    return (sum(1 for t in trajs if t.drift is None or not t.drift.ok),
+            sum(len(t.turn_versions) for t in trajs))
+
+
+def bench_rollouts(tok: object) -> dict[str, float]:
+    """Tokens/s of multi-turn (cross-turn cache off, then on) and single-turn generation.
+
+    The three are timed in alternation, round after round, so that a machine whose load
+    changes during the run slows all three alike; each rate is the median over rounds,
+    each ratio the median of the rounds' own ratios.
+    """
     model = build_model(len(tok))  # type: ignore[arg-type]
-    engine = TransformersEngine(model, tok, pad_token_id=0)
+    engines = {
+        on: TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=on)
+        for on in (False, True)
+    }
     renderer = ChatRenderer(tok)
+    tasks = [("echo-v0", f"echo-{i:04d}") for i in range(B)]
+    # One event loop for every rollout, as the learner keeps one for its whole run (a
+    # fresh loop per rollout would also time the creation of its worker threads).
+    runner = asyncio.Runner()
 
-    def multi() -> int:
-        trajs = asyncio.run(run_group_batch(
-            backend=InProcessBackend(), engine=engine, renderer=renderer,
+    def episodes(cache: bool, drift: str = "off") -> list[Trajectory]:
+        return runner.run(run_group_batch(
+            backend=InProcessBackend(), engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
-            budgets=Budgets(4, 16, 64, 4096), tasks=[("echo-v0", f"echo-{i:04d}")
-                                                     for i in range(B)],
-            group_size=1, seed=0, drift_check="off"))
-        return sum(t.generated_tokens for t in trajs)
+            budgets=Budgets(4, 16, 64, 4096), tasks=tasks, group_size=1, seed=0,
+            drift_check=drift))
 
+    drifted, turns = drift_check(tok, renderer, tasks)
     # The single-turn side starts from exactly the multi-turn side's first prompts
     # (system + user + the tool schemas the template renders), so the two differ only in
     # what multi-turn adds: three more turns, each with its observation appended.
@@ -135,19 +176,121 @@ def bench_rollouts(tok: object) -> tuple[float, float]:
         reqs.append(GenerationRequest(renderer.prompt_ids(obs, info["tools"]), 64, seed=i))
 
     def single() -> int:
-        outs = engine.generate(reqs, SamplingConfig(temperature=1.0))
+        outs = engines[True].generate(reqs, SamplingConfig(temperature=1.0))
         return sum(len(o.token_ids) for o in outs)
 
-    res = []
-    for fn in (multi, single):
-        fn()
-        t = time.perf_counter()
-        n = sum(fn() for _ in range(3))
-        res.append(n / (time.perf_counter() - t))
-    return res[0], res[1]
+    runs = {
+        "multi_off": lambda: sum(t.generated_tokens for t in episodes(False)),
+        "multi_on": lambda: sum(t.generated_tokens for t in episodes(True)),
+        "single": single,
+    }
+    rates: dict[str, list[float]] = {k: [] for k in runs}
+    for fn in runs.values():
+        fn()  # warm-up
+    for _ in range(ROUNDS):
+        for key, fn in runs.items():
+            t = time.perf_counter()
+            n = fn()
+            rates[key].append(n / (time.perf_counter() - t))
+    runner.close()
+    out = {k: statistics.median(v) for k, v in rates.items()}
+    # Ratios of the same round (runs a second apart), then their median: steadier than a
+    # ratio of medians when other work on the machine comes and goes.
+    for key in ("multi_off", "multi_on"):
+        out[f"{key}_ratio"] = statistics.median(
+            m / s for m, s in zip(rates[key], rates["single"], strict=True))
+    out["on_off_ratio"] = statistics.median(
+        a / b for a, b in zip(rates["multi_on"], rates["multi_off"], strict=True))
+    out["drift"], out["drift_turns"] = float(drifted), float(turns)
+    out["leaked"] = float(len(engines[True].caches))
+    return out
 
 
-def main() -> int:
+def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
+    """The model directory for the demo-step split, or ``None`` and why not."""
+    from pathlib import Path
+
+    from gymhub.trainer.models import prepare_smollm2
+    from gymhub.trainer.tiny import save_tiny
+
+    if choice == "tiny":
+        save_tiny(tmp)
+        return tmp, "tiny Llama"
+    if choice in ("auto", "smollm2"):
+        def refuse(_: Path) -> Path:
+            raise FileNotFoundError("not prepared")
+
+        try:
+            path = prepare_smollm2(download=None if choice == "smollm2" else refuse,
+                                   log=lambda _: None)
+        except FileNotFoundError:
+            return None, ("SmolLM2-135M is not prepared yet (`make demo` prepares it, or "
+                          "--demo-model smollm2 downloads it once); --demo-model tiny runs "
+                          "the split on the tiny model")
+        return str(path), "SmolLM2-135M-Instruct"
+    return choice, choice
+
+
+def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False) -> dict[str, float]:
+    """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
+
+    The tiny model's 400-token vocabulary spells the schema out in ~1,000 tokens, more
+    than the demo's context budget, so for it the budget is raised (a check of the
+    table, not a figure).
+    """
+    from pathlib import Path
+
+    from gymhub.trainer.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parent.parent / "examples" / "sql_demo.toml")
+    cfg = cfg.model_copy(update={
+        "model": model_dir, "env_urls": [], "output_dir": tmp, "max_steps": steps,
+        "progress": False, "report": False, "tensorboard": False, "save_trajectories": False,
+        **({"max_context_tokens": 4096} if tiny else {}),
+    })
+    with GRPOTrainer(cfg) as trainer:
+        metrics = [trainer.train_step() for _ in range(steps)]
+    return metrics[-1]
+
+
+def print_demo_split(m: dict[str, float], label: str, steps: int) -> None:
+    rest = m["time_rollout"] - m["time_generate"]
+    update = m["time_update"] - m["time_old_logprobs"] - m["time_weight_sync"]
+    total = m["time_step"]
+    print(f"time per demo step split into its parts ({label}, examples/sql_demo.toml, "
+          f"sql-v0 in-process, step {steps} of {steps})")
+    print(f"  prompt tokens (mean) {m['prompt_tokens_mean']:7.0f}   generated tokens "
+          f"(mean) {m['generated_tokens'] / max(m['episodes'], 1):5.1f}   episodes "
+          f"{m['episodes']:.0f}")
+    old_note = ("skipped: one optimizer step per batch, ratio 1"
+                if m["time_old_logprobs"] < 1e-3 else "")
+    parts = [
+        ("generation (engine)", m["time_generate"], ""),
+        ("environments, rendering, parsing", rest, ""),
+        ("old-logprob pass", m["time_old_logprobs"], old_note),
+        ("update (forward, backward, AdamW)", update, ""),
+        ("weight sync to the engine", m["time_weight_sync"], ""),
+    ]
+    for name, sec, note in parts:
+        print(f"  {name:34s} {sec:8.2f} s  {100 * sec / total:5.1f} %  {note}".rstrip())
+    print(f"  {'step':34s} {total:8.2f} s  100.0 %")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch CPU threads (0: torch's default); 1 gives steadier figures on "
+                        "a machine shared with other work")
+    p.add_argument("--demo-model", default="auto",
+                   help="model of the demo-step split: auto (SmolLM2 when prepared, else "
+                        "skipped), smollm2 (prepare it, downloading once), tiny, or a directory")
+    p.add_argument("--demo-steps", type=int, default=2,
+                   help="GRPO steps of the split; the last is reported (the first warms up)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     tok = build_tokenizer()
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,11 +303,25 @@ def main() -> int:
     else:
         print(f"  TRL     {theirs * 1000:8.1f} ms   ({note})")
         print(f"  ratio   TRL / gymhub = {theirs / ours:.2f}x  (>1: gymhub faster)")
-    multi, single = bench_rollouts(tok)
-    print(f"rollout generation, {B} episodes, transformers engine")
-    print(f"  multi-turn  (4 x 16 tokens, echo-v0)  {multi:8.0f} tokens/s")
-    print(f"  single-turn (1 x 64 tokens)           {single:8.0f} tokens/s")
-    print(f"  ratio multi / single = {multi / single:.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, label = demo_model(args.demo_model, tmp)
+        if model_dir is None:
+            print(f"time per demo step split into its parts: skipped: {label}")
+        else:
+            split = bench_demo_step(model_dir, tmp, args.demo_steps, args.demo_model == "tiny")
+            print_demo_split(split, label, args.demo_steps)
+    r = bench_rollouts(tok)
+    print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
+    print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "
+          f"episodes ({r['drift_turns']:.0f} turns) drifted; {r['leaked']:.0f} KV caches left "
+          "after the episodes ended")
+    print(f"  single-turn (1 x 64 tokens)                       {r['single']:8.0f} tokens/s")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache off   {r['multi_off']:8.0f} tokens/s"
+          f"   {r['multi_off_ratio']:.2f}x single-turn (before)")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache on    {r['multi_on']:8.0f} tokens/s"
+          f"   {r['multi_on_ratio']:.2f}x single-turn (after)")
+    print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
+    print(f"multi-turn / single-turn tokens/s: {r['multi_on_ratio']:.2f}\u00d7")
     return 0
 
 

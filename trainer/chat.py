@@ -20,6 +20,7 @@ render of its messages and reports the first position where they part.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,7 @@ class ChatRenderer:
         if eot is None:
             raise TemplateError("the tokenizer has no eos token; pass end_of_turn_id")
         self.end_of_turn_id = int(eot)
+        self._bases: dict[str, list[int]] = {}
 
     def _render(
         self,
@@ -108,7 +110,7 @@ class ChatRenderer:
             TemplateError: the template renders the base differently once more
                 messages follow (it is not prefix-preserving).
         """
-        base = self._render(_BASE, tools, False)
+        base = self._base(tools)
         cut = self._cut(base)
         full = self._render([*_BASE, *observation], tools, True)
         if full[:cut] != base[:cut]:
@@ -117,6 +119,20 @@ class ChatRenderer:
                 "messages changed how earlier ones render"
             )
         return full[cut:]
+
+    def _base(self, tools: Sequence[dict[str, Any]] | None) -> list[int]:
+        """The base conversation's render, once per tool set.
+
+        It depends on nothing else, and a multi-turn rollout would otherwise render it
+        again at every turn.
+        """
+        key = json.dumps(list(tools) if tools else None, sort_keys=True, default=str)
+        base = self._bases.get(key)
+        if base is None:
+            if len(self._bases) >= 64:  # a bound, not a policy: tool sets are few
+                self._bases.clear()
+            base = self._bases[key] = self._render(_BASE, tools, False)
+        return base
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of generated ids, special tokens kept (they are part of the content)."""

@@ -73,6 +73,13 @@ class GRPOConfig(BaseModel):
         default=None,
         description="Base URL of the vLLM OpenAI-compatible server (engine=vllm-server).",
     )
+    cross_turn_cache: bool = Field(
+        default=True,
+        description="transformers engine: keep each episode's KV cache between its turns, so "
+        "a turn prefills only the new observation; off re-reads the whole context every turn "
+        "(for comparison and debugging; the ids and log-probabilities are the engine's either "
+        "way).",
+    )
     vllm_gpu_memory_utilization: float = Field(
         default=0.3, description="Fraction of GPU memory vLLM may take (colocated)."
     )

@@ -49,7 +49,10 @@ __all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy", "select_ta
 _T = TypeVar("_T")
 
 #: Metrics that measure time, excluded when comparing runs for exact reproduction.
-TIMING_KEYS = frozenset({"time_rollout", "time_update", "time_step", "tokens_per_s"})
+TIMING_KEYS = frozenset({
+    "time_rollout", "time_generate", "time_old_logprobs", "time_weight_sync", "time_update",
+    "time_step", "tokens_per_s",
+})
 
 
 class GRPOTrainer:
@@ -106,6 +109,7 @@ class GRPOTrainer:
             cfg.max_context_tokens,
         )
         self.params = [p for p in model.parameters() if p.requires_grad]
+        self._keeps_logits = _takes_logits_to_keep(model)
         self.optimizer = torch.optim.AdamW(
             self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
@@ -234,8 +238,9 @@ class GRPOTrainer:
         seed: int,
         sampling: SamplingConfig | None = None,
         prefix: str = "",
+        stats: dict[str, float] | None = None,
     ) -> list[Trajectory]:
-        """Play ``group_size`` episodes of each task."""
+        """Play ``group_size`` episodes of each task (``stats``: see ``run_group_batch``)."""
         return self._run(
             lambda: run_group_batch(
                 backend=self.backend,
@@ -252,6 +257,7 @@ class GRPOTrainer:
                 max_concurrent=self.cfg.max_concurrent_episodes,
                 instructions=self.cfg.instructions,
                 render_tools=self.cfg.render_tools,
+                stats=stats,
             )
         )
 
@@ -279,11 +285,13 @@ class GRPOTrainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         tasks = self.sampler.next(cfg.tasks_per_step)
+        stats: dict[str, float] = {}
         trajs = self.rollout(
             tasks,
             group_size=cfg.group_size,
             seed=cfg.seed * 1_000_003 + self.step,
             prefix=f"s{self.step}:",
+            stats=stats,
         )
         t1 = time.perf_counter()
         starved = self._check_context(trajs)
@@ -332,8 +340,10 @@ class GRPOTrainer:
             "generated_tokens": float(generated),
             "turns_mean": sum(len(t.turn_versions) for t in trajs) / max(len(trajs), 1),
             "context_starved": float(starved),
+            "prompt_tokens_mean": sum(_prompt_tokens(t) for t in trajs) / max(len(trajs), 1),
             "lr": float(self.scheduler.get_last_lr()[0]),
             "time_rollout": t1 - t0,
+            "time_generate": stats.get("time_generate", 0.0),
             "time_update": t2 - t1,
             "time_step": t2 - t0,
             "tokens_per_s": generated / max(t1 - t0, 1e-9),
@@ -400,7 +410,14 @@ class GRPOTrainer:
 
     # ----------------------------------------------------------------- update
     def _logps(self, batch: list[tuple[Trajectory, float]]) -> tuple[Any, Any, Any, Any]:
-        """Forward a micro-batch: (log-probs, mask, engine log-probs, advantages)."""
+        """Forward a micro-batch: (log-probs, mask, engine log-probs, advantages).
+
+        Only the columns from the batch's first sampled token on are returned: the
+        positions before it carry no loss, and projecting them onto the vocabulary
+        (``logits_to_keep``) and normalising there is most of the forward's memory and a
+        large part of its time when prompts are long. Every loss is mask-weighted, so
+        dropping all-masked columns changes no value.
+        """
         import torch
 
         device = next(self.model.parameters()).device
@@ -416,15 +433,19 @@ class GRPOTrainer:
             attn[i, :n] = 1
             mask[i, : n - 1] = torch.tensor(t.loss_mask[1:], dtype=torch.bool)
             eng[i, : n - 1] = torch.tensor(t.logprobs[1:])
+        # column j of mask/logits predicts token j + 1; the first sampled token is at
+        # ``first`` >= 1, so columns before ``first - 1`` carry no loss
+        first = min((_prompt_tokens(t) for t, _ in batch), default=1)
+        start = min(max(first - 1, 0), width - 1)
         ids, attn = ids.to(device), attn.to(device)
-        logits = (
-            self.model(input_ids=ids, attention_mask=attn, use_cache=False).logits[:, :-1].float()
-        )
+        keep = {"logits_to_keep": width - start} if self._keeps_logits else {}
+        out = self.model(input_ids=ids, attention_mask=attn, use_cache=False, **keep)
+        logits = out.logits[:, -(width - start) :][:, :-1].float()
         if self.cfg.temperature > 0:
             logits = logits / self.cfg.temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, start + 1 :, None])[..., 0]
         adv = torch.tensor([a for _, a in batch], device=device)
-        return logp, mask.to(device), eng.to(device), adv
+        return logp, mask[:, start:].to(device), eng[:, start:].to(device), adv
 
     def _update(self, rows: list[tuple[Trajectory, float]]) -> dict[str, float]:
         import torch
@@ -440,6 +461,8 @@ class GRPOTrainer:
             "clip_delta": 0.0,
             "kl": 0.0,
             "ratio_mean": 1.0,
+            "time_old_logprobs": 0.0,
+            "time_weight_sync": 0.0,
         }
         if not rows:
             return zero
@@ -447,9 +470,14 @@ class GRPOTrainer:
         micro = [rows[i : i + mb] for i in range(0, len(rows), mb)]
         ga = cfg.gradient_accumulation_steps or len(micro)
         groups = [micro[i : i + ga] for i in range(0, len(micro), ga)]
+        # One optimizer step on the batch: pi_old is the policy being updated, so the ratio
+        # is 1 by construction and its log-probabilities are the update's own, detached; a
+        # separate no-grad pass is paid only when several steps share one batch or TIS
+        # needs pi_old before the first step.
         need_old = len(groups) > 1 or cfg.tis_cap is not None
         old: list[Any] = []
         ref: list[Any] = []
+        t_old = time.perf_counter()
         if need_old or cfg.beta > 0:
             self.model.eval()
             with torch.no_grad():
@@ -458,8 +486,10 @@ class GRPOTrainer:
                         old.append(self._logps(m)[0])
                     if cfg.beta > 0:
                         ref.append(self._reference_logps(m))
+        time_old = time.perf_counter() - t_old if need_old or cfg.beta > 0 else 0.0
         self.model.train()
         totals = dict.fromkeys(zero, 0.0)
+        totals["time_old_logprobs"] = time_old
         k = 0
         for group in groups:
             n_tokens = float(sum(sum(t.loss_mask) for m in group for t, _ in m))
@@ -500,7 +530,9 @@ class GRPOTrainer:
             self.scheduler.step()
             totals["updates"] += 1
         self.optimizer.zero_grad(set_to_none=True)
+        t_sync = time.perf_counter()
         self.engine.update_weights(self.model)
+        totals["time_weight_sync"] = time.perf_counter() - t_sync
         totals["loss"] /= len(groups)
         return totals
 
@@ -513,3 +545,16 @@ class GRPOTrainer:
         with self.model.disable_adapter():
             return self._logps(batch)[0]
 
+
+
+def _prompt_tokens(t: Trajectory) -> int:
+    """Length of the first prompt: the ids before the first sampled token."""
+    return next((i for i, m in enumerate(t.loss_mask) if m), len(t.ids))
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward can skip the vocabulary projection of early positions."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters

@@ -101,7 +101,15 @@ def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any, *, train: bool = Tr
         from .engines.hf import TransformersEngine
 
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        return TransformersEngine(model, tokenizer, pad_token_id=pad, seed=cfg.seed)
+        return TransformersEngine(
+            model,
+            tokenizer,
+            pad_token_id=pad,
+            seed=cfg.seed,
+            cross_turn_cache=cfg.cross_turn_cache,
+            # every episode in flight keeps one cache between turns; none is evicted early
+            max_cached_sessions=max(256, 2 * cfg.max_concurrent_episodes),
+        )
     if cfg.engine == "vllm":
         from .engines.vllm_local import VLLMEngine
 

@@ -14,6 +14,11 @@ answer) and ``truncated=True``; the loss may mask it (``mask_truncated``). An ep
 whose backend failed, or whose score carries an ``error``, is *errored*: masked and
 counted, never scored.
 
+Each episode is one engine *session*: an engine that keeps per-episode state (the
+transformers engine's KV cache) continues turn ``k+1`` from what it kept of turn ``k``
+and is told to release it when the episode ends, however it ends. The ids remain the
+learner's: every request carries the whole context.
+
 Episodes run as asyncio tasks. Generation is batched in lockstep: a batch is sent to
 the engine when every live episode is waiting for a turn, in a fixed order, and each
 request carries its own seed. Batches are therefore identical from run to run
@@ -25,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +42,7 @@ from gymhub.types import Message, Score
 
 from .backends import EpisodeBackend
 from .chat import ChatRenderer, Drift
-from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig
+from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig, SessionEngine
 from .parsers import ToolCallParser
 
 __all__ = [
@@ -157,13 +164,20 @@ class LockstepGenerator:
         self._running = False
         self.calls = 0
         self.generated = 0
+        self.seconds = 0.0  # wall time inside the engine
 
     def join(self) -> None:
         """An episode starts."""
         self._active += 1
 
-    def leave(self) -> None:
-        """An episode ends (it may have been the one the batch waited for)."""
+    def leave(self, session: str | None = None) -> None:
+        """An episode ends (it may have been the one the batch waited for).
+
+        ``session`` is released on engines that keep state per session (their KV
+        cache), before the next batch can start.
+        """
+        if session is not None and isinstance(self.engine, SessionEngine):
+            self.engine.release(session)
         self._active -= 1
         self._maybe_flush()
 
@@ -186,9 +200,11 @@ class LockstepGenerator:
         self, batch: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]]
     ) -> None:
         try:
+            start = time.perf_counter()
             outs = await asyncio.to_thread(
                 self.engine.generate, [b[1] for b in batch], self.sampling
             )
+            self.seconds += time.perf_counter() - start
             self.calls += 1
             for (_, _, fut), out in zip(batch, outs, strict=True):
                 self.generated += len(out.token_ids)
@@ -225,6 +241,7 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
     """Play one episode into ``traj`` (see the module docstring)."""
     b = ctx.budgets
     eot = ctx.renderer.end_of_turn_id
+    session = uuid.uuid4().hex  # names this episode's KV cache in the engine
     ctx.generator.join()
     episode_id: str | None = None
     tools: list[dict[str, Any]] | None = None
@@ -249,7 +266,9 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
                     "episode_tokens" if generated >= b.max_tokens_per_episode else "context"
                 )
                 break
-            req = GenerationRequest(traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62))
+            req = GenerationRequest(
+                traj.ids, budget, seed=(seed * 1_000_003 + turn) % (2**62), session=session
+            )
             comp = await ctx.generator.generate(traj.index, req)
             if comp.finish_reason == "abort":  # partial tokens: mask, never read as a stop
                 raise GenerationAborted(str(comp.extra.get("error") or "the engine aborted"))
@@ -294,7 +313,7 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
         traj.error = f"{type(exc).__name__}: {exc}"
         traj.stop_reason = "error"
     finally:
-        ctx.generator.leave()
+        ctx.generator.leave(session)
         if episode_id is not None:
             try:
                 await ctx.backend.close(episode_id)
@@ -348,11 +367,14 @@ async def run_group_batch(
     max_concurrent: int = 64,
     instructions: str = "",
     render_tools: bool = True,
+    stats: dict[str, float] | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each ``(env_id, task_id)``, concurrently.
 
     Episodes are numbered in order (task by task), which fixes batch order and seeds.
     ``instructions`` and ``render_tools`` shape the prompt (see :func:`with_instructions`).
+    ``stats``, when given, receives ``time_generate`` (seconds inside the engine) and
+    ``engine_calls``: what the rest of the rollout time is not (environments, rendering).
     """
     gen = LockstepGenerator(engine, sampling)
     ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check, instructions, render_tools)
@@ -372,7 +394,11 @@ async def run_group_batch(
         async with limit:
             return await run_episode(ctx, traj, seed=seed * 100_003 + traj.index)
 
-    return list(await asyncio.gather(*(one(t) for t in trajs)))
+    out = list(await asyncio.gather(*(one(t) for t in trajs)))
+    if stats is not None:
+        stats["time_generate"] = gen.seconds
+        stats["engine_calls"] = float(gen.calls)
+    return out
 
 
 def write_jsonl(path: str | Path, trajectories: Sequence[Trajectory], **extra: Any) -> None:

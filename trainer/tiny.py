@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CHATML_TOOLS", "CORPUS", "build_model", "build_tokenizer", "save_tiny"]
+__all__ = [
+    "CHATML_TOOLS",
+    "CORPUS",
+    "LOOK",
+    "build_model",
+    "build_tokenizer",
+    "echo_lessons",
+    "save_tiny",
+    "teach",
+]
+
+#: A canonical echo-v0 turn: it calls ``look``, so an episode lasts until ``max_turns``.
+LOOK = 'Let me look. <tool_call>{"name": "look", "arguments": {}}</tool_call>'
 
 #: A ChatML template that renders tool specs and tool calls (Qwen/Hermes style).
 CHATML_TOOLS = (
@@ -84,6 +96,60 @@ def build_model(vocab_size: int, seed: int = 0) -> Any:
         tie_word_embeddings=False,
     )
     return LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
+
+
+def echo_lessons(tokenizer: Any, tasks: int = 2) -> list[tuple[list[int], list[int]]]:
+    """``(prompt ids, answer ids)`` pairs: echo-v0's first prompts answered with :data:`LOOK`.
+
+    The answer is the tokenizer's own encoding of the text plus the end-of-turn id, so a
+    model that reproduces it samples exactly what a render of the transcript tokenises to.
+    """
+    from gymhub.envs import make
+
+    from .chat import ChatRenderer
+
+    renderer = ChatRenderer(tokenizer)
+    answer = [*tokenizer.encode(LOOK, add_special_tokens=False), renderer.end_of_turn_id]
+    env = make("echo-v0")
+    pairs = []
+    for i in range(tasks):
+        obs, info = env.reset(options={"task_id": f"echo-{i:04d}"})
+        pairs.append((renderer.prompt_ids(obs, info["tools"]), list(answer)))
+    env.close()
+    return pairs
+
+
+def teach(
+    model: Any, pairs: list[tuple[list[int], list[int]]], *, steps: int = 50, lr: float = 1e-2
+) -> Any:
+    """Fit ``model`` to answer each prompt with its answer (teacher forcing, Adam).
+
+    A random tiny model samples arbitrary byte-level tokens, which a decode and
+    re-encode does not reproduce, so its episodes always "drift" from a full render.
+    A few dozen steps on canonical answers make its greedy turns canonical text, which
+    is what a test or benchmark of the drift check needs. Returns the model, in eval mode.
+    """
+    import torch
+
+    width = max(len(p) + len(a) for p, a in pairs)
+    ids = torch.zeros((len(pairs), width), dtype=torch.long)
+    attn = torch.zeros((len(pairs), width), dtype=torch.long)
+    target = torch.zeros((len(pairs), width - 1))
+    for row, (prompt, answer) in enumerate(pairs):
+        seq = prompt + answer
+        ids[row, : len(seq)] = torch.tensor(seq)
+        attn[row, : len(seq)] = 1
+        target[row, len(prompt) - 1 : len(seq) - 1] = 1
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+        logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+        loss = -(logp * target).sum() / target.sum()
+        opt.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        opt.step()
+    return model.eval()
 
 
 def save_tiny(directory: str, seed: int = 0) -> None:

@@ -146,3 +146,29 @@ def test_transformers_engine_update_weights_bumps_version(tiny_model, tokenizer)
         TransformersEngine(tiny_model).generate(
             [GenerationRequest([1], 2)], SamplingConfig(stop=("x",))
         )
+
+
+def test_transformers_engine_prefills_a_shared_prompt_once(tiny_model, tokenizer):
+    """A GRPO group's samples of one prompt: one prefill, each its own seeded sample."""
+    engine = TransformersEngine(tiny_model, tokenizer, pad_token_id=tokenizer.pad_token_id)
+    p, q = _prompts(tokenizer)[:2]
+    reqs = [GenerationRequest(p, 6, seed=1), GenerationRequest(p, 4, seed=2),
+            GenerationRequest(q, 5, seed=3), GenerationRequest(p, 6, seed=4)]
+    rows = []
+    real = tiny_model.forward
+
+    def counting(*args, **kwargs):
+        rows.append(kwargs["input_ids"].shape)
+        return real(*args, **kwargs)
+
+    tiny_model.forward = counting
+    try:
+        together = engine.generate(reqs, SamplingConfig(temperature=1.0))
+    finally:
+        del tiny_model.forward
+    assert rows[0][0] == 2 and all(shape[0] == 4 for shape in rows[1:])  # p once, q once
+    for req, out in zip(reqs, together, strict=True):
+        alone = engine.generate([req], SamplingConfig(temperature=1.0))[0]
+        assert out.token_ids == alone.token_ids
+        assert out.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+    assert together[0].token_ids != together[3].token_ids  # seeds still differ

@@ -199,3 +199,29 @@ def test_a_prompt_with_no_room_to_generate_is_reported_not_trained_on_silently(
     tight = _cfg(tmp_path / "b", max_context_tokens=4, max_steps=1)
     with pytest.raises(ConfigError, match="max_context_tokens is 4"):
         _trainer(tight, tokenizer).train()
+
+
+def test_update_logprobs_skip_prompt_columns_but_equal_a_full_forward(tmp_path, tokenizer):
+    from gymhub.trainer.rollout import Trajectory
+
+    trainer = _trainer(_cfg(tmp_path, temperature=0.7), tokenizer)
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for i, (prompt, sampled) in enumerate([(30, 5), (12, 9), (20, 3)]):
+        ids = torch.randint(3, len(tokenizer), (prompt + sampled,), generator=g).tolist()
+        mask = [0] * prompt + [1] * sampled
+        rows.append((Trajectory("e", "t", "g", i, ids=ids, loss_mask=mask,
+                                logprobs=[-0.5 * m for m in mask]), 1.0))
+    logp, mask, eng, adv = trainer._logps(rows)
+    width = 35
+    assert logp.shape == mask.shape == eng.shape == (3, width - 12)  # from the first sample on
+    trainer.model.eval()
+    with torch.no_grad():
+        logp = logp.detach()
+        for row, (t, _) in enumerate(rows):
+            logits = trainer.model(torch.tensor([t.ids])).logits[0, :-1].float() / 0.7
+            full = torch.log_softmax(logits, -1).gather(-1, torch.tensor(t.ids[1:])[:, None])[:, 0]
+            cols = mask[row].nonzero()[:, 0]
+            assert len(cols) == sum(t.loss_mask)
+            assert logp[row, cols].tolist() == pytest.approx(full[cols + 11].tolist(), abs=1e-4)
+            assert eng[row, cols].tolist() == [-0.5] * len(cols)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Completion, Engine, GenerationRequest, SamplingConfig
+from .base import Completion, Engine, GenerationRequest, SamplingConfig, SessionEngine
 
 if TYPE_CHECKING:
     from .hf import TransformersEngine
@@ -16,6 +16,7 @@ __all__ = [
     "Engine",
     "GenerationRequest",
     "SamplingConfig",
+    "SessionEngine",
     "TransformersEngine",
     "VLLMEngine",
     "VLLMServerEngine",

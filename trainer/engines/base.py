@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Completion", "Engine", "FinishReason", "GenerationRequest", "SamplingConfig"]
+__all__ = [
+    "Completion",
+    "Engine",
+    "FinishReason",
+    "GenerationRequest",
+    "SamplingConfig",
+    "SessionEngine",
+]
 
 #: ``abort``: the engine gave up on the request (e.g. a vLLM server paused for a weight
 #: update); the tokens are partial and must not be read as a stop.
@@ -59,11 +66,17 @@ class GenerationRequest:
         prompt_ids: the whole context so far.
         max_tokens: the most tokens to generate for it.
         seed: per-request seed, so a sample does not depend on its batch-mates.
+        session: the episode this request continues, or ``None``. An engine that keeps
+            per-episode state (the transformers engine's KV cache) may reuse what it
+            kept from the session's earlier turns; ``prompt_ids`` is still the whole
+            context and the only truth, so an engine that ignores ``session`` (vLLM,
+            which caches prefixes by content) is correct too.
     """
 
     prompt_ids: Sequence[int]
     max_tokens: int
     seed: int | None = None
+    session: str | None = None
 
 
 @dataclass
@@ -109,4 +122,17 @@ class Engine(Protocol):
 
     def wake_up(self) -> None:
         """Undo :meth:`sleep` before the next generation."""
+        ...
+
+
+@runtime_checkable
+class SessionEngine(Protocol):
+    """An engine that keeps state per session (see ``GenerationRequest.session``).
+
+    Optional: the rollout calls :meth:`release` when an episode ends, on engines that
+    have it, so that nothing an episode cached outlives it.
+    """
+
+    def release(self, session: str) -> None:
+        """Forget everything kept for ``session`` (unknown sessions are ignored)."""
         ...

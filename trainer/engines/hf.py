@@ -6,6 +6,12 @@ version bump. The decode loop is written out rather than delegated to
 log-probability of each sampled id under the tempered distribution, per-request seeds
 (a sample must not depend on which other episodes share its batch, or a resumed run
 would not reproduce), and per-request token limits.
+
+Requests that name a ``session`` (one episode) reuse the KV cache the engine kept from
+that episode's previous turn, so a turn prefills only what was appended since (see
+:mod:`.session_cache`); ``cross_turn_cache=False`` turns this off for comparison and
+debugging. Either way the sampled ids and their log-probabilities are the engine's
+own, and the rollout's drift check compares every episode with a full render.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .base import Completion, GenerationRequest, SamplingConfig
+from .session_cache import CachedPrefix, SessionCaches, batch_cache, cut_row, plain_layers
 
 if TYPE_CHECKING:
     import torch
@@ -32,6 +39,10 @@ class TransformersEngine:
         pad_token_id: id used to left-pad prompts; its value never matters to outputs.
         seed: base seed for requests that carry none.
         max_batch_size: requests generated together at most.
+        cross_turn_cache: keep each session's KV cache between its turns (see
+            :mod:`.session_cache`); off, every call prefills its whole prompt.
+        max_cached_sessions: sessions whose caches are kept at most (least recently
+            used dropped first).
     """
 
     def __init__(
@@ -42,6 +53,8 @@ class TransformersEngine:
         pad_token_id: int = 0,
         seed: int = 0,
         max_batch_size: int = 64,
+        cross_turn_cache: bool = True,
+        max_cached_sessions: int = 256,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -51,6 +64,9 @@ class TransformersEngine:
         self.policy_version = 0
         self._calls = 0
         self._cache_kw = _cache_keyword(model)
+        self._last_logits = _last_logits_keyword(model)
+        self.cross_turn_cache = cross_turn_cache
+        self.caches = SessionCaches(max_cached_sessions)
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -82,41 +98,79 @@ class TransformersEngine:
             gens.append(torch.Generator().manual_seed(int(seed) % (2**63)))
         return gens
 
+    def _take(
+        self, requests: Sequence[GenerationRequest]
+    ) -> list[tuple[CachedPrefix | None, int]]:
+        """Each request's cached prefix and how many of its tokens to reuse."""
+        if not self.cross_turn_cache:
+            return [(None, 0)] * len(requests)
+        return [
+            self.caches.take(r.session, r.prompt_ids, self.policy_version)
+            if r.session is not None
+            else (None, 0)
+            for r in requests
+        ]
+
     def _batch(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
     ) -> list[Completion]:
+        taken = self._take(requests)
+        try:
+            return self._decode(requests, sampling, taken)
+        except BaseException:
+            for r in requests:
+                if r.session is not None and self.cross_turn_cache:
+                    self.caches.untake(r.session)
+            raise
+
+    def _decode(
+        self,
+        requests: Sequence[GenerationRequest],
+        sampling: SamplingConfig,
+        taken: list[tuple[CachedPrefix | None, int]],
+    ) -> list[Completion]:
+        """Prefill what no cache holds, then decode the batch in lockstep.
+
+        Columns of the batch: each row's cached prefix left-padded to the widest one,
+        then its uncached suffix left-padded to the longest one, then one column per
+        decode step. ``attn`` marks the columns a row really fed (holes and the steps
+        after a row finished are 0), which is also what :meth:`_keep` cuts back out.
+        """
         import torch
 
         device = next(self.model.parameters()).device
         b = len(requests)
-        lengths = [len(r.prompt_ids) for r in requests]
-        if min(lengths, default=1) < 1:
+        if min((len(r.prompt_ids) for r in requests), default=1) < 1:
             raise ValueError("every request needs at least one prompt token")
-        width = max(lengths)
+        reuse = [n for _, n in taken]
+        past_w = max(reuse, default=0)
+        suffixes = [list(r.prompt_ids[n:]) for r, n in zip(requests, reuse, strict=True)]
+        width = max(len(s) for s in suffixes)
         ids = torch.full((b, width), self.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((b, width), dtype=torch.long)
-        for row, r in enumerate(requests):
-            ids[row, width - len(r.prompt_ids) :] = torch.tensor(
-                list(r.prompt_ids), dtype=torch.long
-            )
-            attn[row, width - len(r.prompt_ids) :] = 1
-        ids, attn = ids.to(device), attn.to(device)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        attn = torch.zeros((b, past_w + width), dtype=torch.long)
+        pos = torch.zeros((b, width), dtype=torch.long)
+        for row, (suffix, n) in enumerate(zip(suffixes, reuse, strict=True)):
+            start = width - len(suffix)
+            ids[row, start:] = torch.tensor(suffix, dtype=torch.long)
+            pos[row, start:] = torch.arange(n, n + len(suffix), dtype=torch.long)
+            attn[row, past_w - n : past_w] = 1
+            attn[row, past_w + start :] = 1
+        ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
+        past, logits = self._prefill(requests, ids, attn, pos, taken, past_w)
+        taken.clear()  # the batch cache is now the only copy of the prefixes
         gens = self._generators(requests)
         stop_ids = set(sampling.stop_token_ids)
         gen_ids: list[list[int]] = [[] for _ in range(b)]
         gen_lp: list[list[float]] = [[] for _ in range(b)]
+        fed = [0] * b
         reasons: list[str | None] = [None if r.max_tokens > 0 else "length" for r in requests]
         steps = max((r.max_tokens for r in requests), default=0)
-
-        result = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
-        past = _cache_of(result)
-        logits = result.logits[:, -1, :].float()
         last_pos = pos[:, -1:]
         for _ in range(steps):
+            live = [reason is None for reason in reasons]
             next_tokens = torch.full((b, 1), self.pad_token_id, dtype=torch.long)
             for row in range(b):
-                if reasons[row] is not None:
+                if not live[row]:
                     continue
                 tok, lp = _sample(logits[row], sampling.temperature, sampling.top_p, gens[row])
                 next_tokens[row, 0] = tok
@@ -128,7 +182,9 @@ class TransformersEngine:
                     reasons[row] = "length"
             if all(r is not None for r in reasons):
                 break
-            attn = torch.cat([attn, torch.ones((b, 1), dtype=attn.dtype, device=device)], dim=1)
+            fed = [f + int(alive) for f, alive in zip(fed, live, strict=True)]
+            column = torch.tensor(live, dtype=attn.dtype, device=device)[:, None]
+            attn = torch.cat([attn, column], dim=1)
             last_pos = last_pos + 1
             result = self.model(
                 input_ids=next_tokens.to(device),
@@ -136,9 +192,11 @@ class TransformersEngine:
                 position_ids=last_pos,
                 use_cache=True,
                 **{self._cache_kw: past},
+                **self._last_logits,
             )
             past = _cache_of(result)
             logits = result.logits[:, -1, :].float()
+        self._keep(requests, past, attn, [g[:n] for g, n in zip(gen_ids, fed, strict=True)])
         return [
             Completion(
                 token_ids=gen_ids[row],
@@ -148,32 +206,136 @@ class TransformersEngine:
             for row in range(b)
         ]
 
+    def _prefill(
+        self,
+        requests: Sequence[GenerationRequest],
+        ids: torch.Tensor,
+        attn: torch.Tensor,
+        pos: torch.Tensor,
+        taken: list[tuple[CachedPrefix | None, int]],
+        past_w: int,
+        share: bool = True,
+    ) -> tuple[Any, torch.Tensor]:
+        """The batch's cache and last-position logits after its prompts.
+
+        Requests with the same whole prompt and no cached prefix (a GRPO group's samples
+        of one task) are prefilled once; their rows of the cache are copies of it. Each
+        still samples with its own seed, and the logits are those of the same forward.
+        """
+        import torch
+
+        first: dict[tuple[int, ...], int] = {}
+        rows: list[int] = []  # the rows prefilled
+        expand: list[int] = []  # for each request, its prefilled row's index in ``rows``
+        for row, (r, (_, n)) in enumerate(zip(requests, taken, strict=True)):
+            key = tuple(r.prompt_ids)
+            if share and n == 0 and key in first:
+                expand.append(first[key])
+                continue
+            if n == 0:
+                first[key] = len(rows)
+            expand.append(len(rows))
+            rows.append(row)
+        shared = len(rows) < len(requests)
+        full, taken_all = (ids, attn, pos), taken
+        if shared:
+            index = torch.tensor(rows, device=ids.device)
+            ids, attn, pos = ids[index], attn[index], pos[index]
+            taken = [taken[row] for row in rows]
+        kwargs: dict[str, Any] = dict(self._last_logits)
+        if past_w > 0:
+            kwargs[self._cache_kw] = batch_cache(taken, past_w)
+        result = self.model(
+            input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kwargs
+        )
+        past = _cache_of(result)
+        logits = result.logits[:, -1, :].float()
+        if shared:
+            if not hasattr(past, "batch_select_indices"):  # a legacy cache: no sharing
+                return self._prefill(requests, *full, taken_all, past_w, share=False)
+            spread = torch.tensor(expand, device=logits.device)
+            past.batch_select_indices(spread)
+            logits = logits[spread]
+        return past, logits
+
+    def _keep(
+        self,
+        requests: Sequence[GenerationRequest],
+        past: Any,
+        attn: torch.Tensor,
+        fed: list[list[int]],
+    ) -> None:
+        """Store each session's cache: the columns its row fed, compacted."""
+        if not self.cross_turn_cache:
+            return
+        sessions = [(row, r.session) for row, r in enumerate(requests) if r.session is not None]
+        if not sessions:
+            return
+        layers = plain_layers(past)
+        if layers is None:  # not cacheable (see plain_layers): run without it from now on
+            self.cross_turn_cache = False
+            for _, session in sessions:
+                self.caches.untake(session)
+            self.caches.clear()
+            return
+        for row, session in sessions:
+            keep = attn[row].nonzero()[:, 0]
+            keys, values = cut_row(layers, row, keep)
+            prefix = [*requests[row].prompt_ids, *fed[row]]
+            if len(prefix) != int(keep.numel()):  # an internal inconsistency: never reuse it
+                self.caches.untake(session)
+                continue
+            self.caches.put(
+                session, CachedPrefix(prefix, keys, values, version=self.policy_version)
+            )
+
     def _hit_stop_string(self, ids: list[int], stops: Sequence[str]) -> bool:
         if not stops:
             return False
         tail = self.tokenizer.decode(ids[-_STOP_TAIL_TOKENS:], skip_special_tokens=False)
         return any(s in tail for s in stops)
 
+    def release(self, session: str) -> None:
+        """Free ``session``'s KV cache (the rollout calls this when an episode ends)."""
+        self.caches.release(session)
+
     def update_weights(self, model: Any) -> None:
-        """Colocated: the engine runs the trainer's model, so only the version moves."""
+        """Colocated: the engine runs the trainer's model, so only the version moves.
+
+        Cached keys and values were computed with the old weights: all are dropped.
+        """
         if model is not self.model:
             self.model.load_state_dict(model.state_dict())
+        self.caches.clear()
         self.policy_version += 1
 
     def sleep(self) -> None:
-        """Nothing to free: the model is shared with the trainer and there is no KV pool."""
+        """Drop the sessions' KV caches; the model is shared with the trainer."""
+        self.caches.clear()
 
     def wake_up(self) -> None:
         """See :meth:`sleep`."""
 
 
-def _cache_keyword(model: Any) -> str:
-    """``cache`` (transformers >= 5.2x) or ``past_key_values`` (older releases)."""
+def _forward_params(model: Any) -> Any:
     import inspect
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = inspect.signature(base.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
+    return inspect.signature(base.forward).parameters
+
+
+def _cache_keyword(model: Any) -> str:
+    """``cache`` (transformers >= 5.2x) or ``past_key_values`` (older releases)."""
+    return "cache" if "cache" in _forward_params(model) else "past_key_values"
+
+
+def _last_logits_keyword(model: Any) -> dict[str, int]:
+    """``logits_to_keep=1`` where the model takes it.
+
+    A prefill needs only the last position's logits, and the vocabulary projection of
+    every other position is most of a small model's prefill.
+    """
+    return {"logits_to_keep": 1} if "logits_to_keep" in _forward_params(model) else {}
 
 
 def _cache_of(result: Any) -> Any:
