@@ -147,6 +147,13 @@ def rescore(
                 envs[key].end_episode()
                 report.errors.append(_failure(rec, f"replay failed: {type(exc).__name__}: {exc}"))
                 continue
+            if (verifier is not None and new is not None and new.verifier
+                    and new.verifier != verifier.id):
+                # The environment kept scoring its own way: "unchanged" would be a lie.
+                report.errors.append(_failure(
+                    rec, f"the environment scored with {new.verifier}, not the replacement "
+                         f"{verifier.id}"))
+                continue
             report.results.append(Rescored(rec.line, rec.env, rec.task_id, rec.score, new))
     finally:
         for env in envs.values():

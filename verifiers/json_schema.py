@@ -59,7 +59,10 @@ def _parse(submission: Any, max_chars: int, strip_fences: bool) -> Any:
             raise _Malformed(f"submission bytes are not UTF-8: {exc.reason}") from exc
     if not isinstance(submission, str):
         _check_value(submission, "$", 0)
-        return json.loads(json.dumps(submission))  # tuples become arrays, as JSON sees them
+        try:
+            return json.loads(json.dumps(submission))  # tuples become arrays, as JSON sees them
+        except ValueError as exc:  # an integer beyond Python's digit limit for str()
+            raise _Malformed(f"value JSON cannot carry: {exc}") from exc
     if len(submission) > max_chars:
         raise _Malformed(f"submission is {len(submission):,} characters; "
                          f"the limit is {max_chars:,}")
@@ -71,12 +74,18 @@ def _parse(submission: Any, max_chars: int, strip_fences: bool) -> Any:
     if not text:
         raise _Malformed("submission is empty")
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        parsed = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         raise _Malformed(f"not valid JSON: {exc.msg} at line {exc.lineno} "
                          f"column {exc.colno}") from exc
     except RecursionError as exc:
         raise _Malformed("JSON nested too deeply") from exc
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise _Malformed(f"not valid JSON here: {exc}") from exc
+    # The same depth cap as for parsed values: a recursive schema would otherwise recurse
+    # as deep as the text nests, and a crash is not a verdict.
+    _check_value(parsed, "$", 0)
+    return parsed
 
 
 def _check_value(value: Any, path: str, depth: int) -> None:

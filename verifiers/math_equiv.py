@@ -29,6 +29,8 @@ is not a security sandbox.
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
 from typing import Any
 
 from gymhub.types import Score
@@ -40,12 +42,18 @@ from .golden import GoldenCase
 __all__: list[str] = []
 
 
+_EXPONENT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+\s*")
+
+
 def _gold(task: Any) -> str:
     gold = getattr(task, "gold", task)
     if isinstance(gold, int | float) and not isinstance(gold, bool):
-        return str(gold)
+        gold = repr(gold)
     if not isinstance(gold, str) or not gold.strip():
         raise ValueError(f"task.gold must be non-empty text, got {gold!r:.60}")
+    if _EXPONENT.fullmatch(gold):
+        # Read as LaTeX, "1e16" is Euler's e times one plus sixteen: write it out.
+        return format(Decimal(gold.strip()), "f")
     return gold
 
 

@@ -369,6 +369,15 @@ class ToolsEnv(ToolEnv):
         return self._final("transfer_to_human", reason=reason, summary=summary)
 
     # ------------------------------------------------------------------ verifier
+    def replace_verifier(self, verifier: Any) -> None:
+        """Refused: tools-v0 scores state, policy, answer and ending by its own rules.
+
+        Raises:
+            ConfigError: always; its state component's spec is fixed by the world schema.
+        """
+        raise ConfigError("tools-v0 scores with its own rules (state x policy x answer x "
+                          "ending); its verifier cannot be replaced by a spec")
+
     def verify(self, submission: Any, task: Task) -> Score:
         """Score a recorded episode offline by replaying its tool calls on a fresh world.
 

@@ -92,3 +92,12 @@ def test_run_python_computes_in_the_sandbox_and_the_session_ends_with_the_episod
     obs, _, term, _, info = env.step(_call("submit", answer=obs[0].content.strip()))
     assert term and info["score"].value == 1.0 and env.python.session is None
     env.close()
+
+
+def test_a_long_reasoning_before_a_right_answer_is_not_refused_for_its_length():
+    env = make("math-v0", categories="lcm")
+    task = env.tasks[0]
+    reply = "Let me think. " * 3000 + f"So the answer is $\\boxed{{{task.gold}}}$."
+    assert len(reply) > 40_000 and env.verify(reply, task).value == 1.0
+    assert env.verify("Let me think. " * 3000, task).value == 0.0  # no answer: still a 0
+    env.close()
