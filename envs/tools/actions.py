@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def _text(value: str, name: str) -> str:
 
 
 def _amount(value: float) -> float:
-    if value <= 0 or round(value, 2) != value:
+    if not math.isfinite(value) or value <= 0 or round(value, 2) != value:
         raise ToolError(f"invalid amount {value!r}: a positive number with at most 2 decimals")
     return float(value)
 

@@ -67,7 +67,7 @@ class ToolDef:
         if unknown:
             expected = ", ".join(known) or "no arguments"
             raise ToolError(
-                f"unknown argument {unknown[0]!r} for {self.name}; expected: {expected}"
+                f"unknown argument {_shown(unknown[0])} for {self.name}; expected: {expected}"
             )
         out: dict[str, Any] = {}
         for p in self.params:
@@ -169,7 +169,8 @@ class ToolEnv(TextEnv):
             hint = difflib.get_close_matches(call.name, list(self._tool_defs), n=1)
             did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
             available = ", ".join(self._tool_defs)
-            return f"Error: unknown tool {call.name!r}.{did_you_mean} Available: {available}.", None
+            return (f"Error: unknown tool {_shown(call.name)}.{did_you_mean} "
+                    f"Available: {available}."), None
         try:
             arguments = tool_def.validate(call.arguments)
             result = getattr(self, tool_def.method)(**arguments)
@@ -258,6 +259,11 @@ def _compile_tool(name: str, attr: str, fn: Callable[..., Any]) -> ToolDef:
         params.append(_Param(p.name, schema, is_required, doc))
     parameters = {"type": "object", "properties": properties, "required": required}
     return ToolDef(name, attr, ToolSpec(name, description, parameters), tuple(params))
+
+
+def _shown(name: str, limit: int = 40) -> str:
+    """A model-chosen name quoted back, shortened: an error must not echo 150 kB."""
+    return repr(name if len(name) <= limit else name[:limit] + "...")
 
 
 def _describe(schema: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date, time
 from typing import Any
 
 import sqlalchemy as sa
@@ -65,13 +66,28 @@ def _check_text(value: Any, where: str) -> None:
             _check_text(v, f"{where}[{i}]")
 
 
+def _canonical(text: str) -> Any:
+    """A date or time in any form the tools accept, else the folded text.
+
+    The tools parse ``20260304`` and ``2026-W10-3`` as the same date, so a guessed value
+    must be recognised in every spelling the tools would store identically.
+    """
+    text = text.strip()
+    for parse in (date.fromisoformat, time.fromisoformat):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return text.lower()
+
+
 def _same(value: Any, secret: Any) -> bool:
     if isinstance(value, list):
         return any(_same(v, secret) for v in value)
     if isinstance(secret, int | float) and not isinstance(secret, bool):
         return isinstance(value, int | float) and not isinstance(value, bool) and \
             float(value) == float(secret)
-    return isinstance(value, str) and value.strip().lower() == str(secret).strip().lower()
+    return isinstance(value, str) and _canonical(value) == _canonical(str(secret))
 
 
 class Session:
@@ -124,6 +140,9 @@ class Session:
                     result = action(Ctx(conn, self.now, self.requester), **args)
             except OverflowError as exc:  # an integer SQLite cannot store: the agent's input
                 raise ToolError(f"a number in the arguments is out of range ({exc})") from exc
+            except sa.exc.IntegrityError:  # the same record twice: the agent's doing
+                raise ToolError(f"{name}: conflict: an identical record already exists") \
+                    from None
             except sa.exc.SQLAlchemyError as exc:  # not the agent's doing: unscored, not 0
                 raise BackendError(f"{name}: the world database failed: {exc}") from exc
             if name not in READS:

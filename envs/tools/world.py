@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import json
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -95,7 +96,7 @@ TABLES: tuple[str, ...] = tuple(METADATA.tables)
 
 def content_id(prefix: str, *parts: Any) -> str:
     """A content-keyed id: ``PREFIX-`` and six hex digits of the parts' SHA-256."""
-    text = "|".join(str(p) for p in parts)
+    text = json.dumps([str(p) for p in parts])  # framed: "a|b","c" and "a","b|c" differ
     return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:6].upper()}"
 
 

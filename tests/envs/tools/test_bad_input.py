@@ -188,3 +188,51 @@ def test_extreme_values_are_tool_errors(fresh: ToolsEnv, name, arguments, expect
     text, term = call(fresh, name, **arguments)
     assert text.startswith("Error:") and expected in text and not term
     assert unchanged(fresh)
+
+
+def _play(env: ToolsEnv, task_id: str, program: list[dict[str, Any]]):
+    env.reset(options={"task_id": task_id})
+    info: dict[str, Any] = {}
+    for step in program:
+        msg = Message(role="assistant", content="", tool_calls=(
+            ToolCall(id="c", name=step["name"], arguments=step["arguments"]),))
+        obs, _, term, _, info = env.step(msg)
+        if term:
+            break
+    return obs, info
+
+
+def test_a_guessed_value_is_invented_in_any_spelling_the_tools_accept(env: ToolsEnv) -> None:
+    task = next(t for t in env.tasks if t.id == "ask_date_time-00")
+    program = [c for c in task.gold["program"]
+               if not (c["name"] == "ask_user" and c["arguments"]["field"] == "date")]
+    for spelling in ("20260304", "2026-W10-3"):
+        guessed = [dict(c, arguments={**c["arguments"], "date": spelling})
+                   if c["name"] == "schedule_meeting" else c for c in program]
+        _, info = _play(env, task.id, guessed)
+        assert info["score"].value == 0.0, spelling
+        assert "invented" in str(info["score"].details), spelling
+
+
+def test_free_text_with_separators_never_collides_into_a_database_error(env: ToolsEnv) -> None:
+    to = "sami.eriksen@acme.example"
+    sends = [{"name": "send_email", "arguments": {"to": to, "subject": s, "body": b}}
+             for s, b in (("a|b", "c"), ("a", "b|c"))]
+    env.reset(options={"task_id": "email-00"})
+    for send in sends:
+        text, term = call(env, send["name"], **send["arguments"])
+        assert not term and not text.startswith("Error") and "INSERT" not in text, text
+
+
+def test_long_made_up_names_are_quoted_back_shortened(fresh: ToolsEnv) -> None:
+    text, _ = call(fresh, "x" * 150_000)
+    assert len(text) < 2_000 and "..." in text
+    text, _ = call(fresh, "find_person", **{"q" * 150_000: "a"})
+    assert len(text) < 2_000 and "unknown argument" in text
+
+
+def test_an_infinite_amount_is_refused(fresh: ToolsEnv) -> None:
+    text, term = call(fresh, "request_approval", from_account="ACC-0021", to_account="ACC-0024",
+                      amount=float("inf"))
+    assert text.startswith("Error:") and "invalid amount" in text and not term
+    assert unchanged(fresh)
