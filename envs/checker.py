@@ -216,10 +216,12 @@ def _gold(env: TextEnv, limit: int | None) -> str:
 
 def _noop(env: TextEnv, limit: int | None) -> str:
     tasks = env.tasks if limit is None else env.tasks[:limit]
-    passed, slow = [], 0
+    passed, slow, unjudged = [], 0, []
     for task in tasks:
         out = run_episode(env, noop_policy, task_id=task.id)
         slow += out.turns > 1
+        if out.score is not None and not out.score.ok:
+            unjudged.append(f"{task.id}: {out.score.error}")
         if out.value is not None and out.value >= 1.0 - 1e-9:
             gold = run_episode(env, gold_policy, task_id=task.id).value
             if gold is not None and gold >= 1.0 - 1e-9:
@@ -228,6 +230,11 @@ def _noop(env: TextEnv, limit: int | None) -> str:
         raise AssertionError(
             f"{len(passed)}/{len(tasks)} tasks score 1.0 when the agent does nothing "
             f"(e.g. {passed[0]}): their score does not depend on the agent's work"
+        )
+    if unjudged:  # doing nothing must be judged a 0, not escape as "could not judge"
+        raise AssertionError(
+            f"{len(unjudged)}/{len(tasks)} do-nothing episodes could not be scored "
+            f"(e.g. {unjudged[0]}): an empty answer must score 0 with a reason"
         )
     note = f"{len(tasks)} tasks"
     if slow:

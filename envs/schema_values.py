@@ -13,6 +13,7 @@ project); a schema with one gets plain strings.
 
 from __future__ import annotations
 
+import math
 import random
 import string
 from collections.abc import Mapping
@@ -125,6 +126,9 @@ def _bounds(
         lo = x + step
     if (x := _number(schema.get("exclusiveMaximum"))) is not None:
         hi = x - step
+    if integer:  # a fractional bound admits only the integers inside it
+        lo = math.ceil(lo) if lo is not None else None
+        hi = math.floor(hi) if hi is not None else None
     if lo is None and hi is None:
         return default
     if lo is None:

@@ -97,3 +97,18 @@ def test_noop_that_cannot_end_an_episode_is_noted_not_failed():
     report = check_env(NoFinalTool(), raise_on_failure=False)
     noop = next(r for r in report.results if r.name == "noop policy does not pass")
     assert report.ok and "did not end 25 episode(s) at once" in noop.message
+
+
+class EmptyAnswerIsUnjudged(EchoEnv):
+    """Doing nothing must be judged a 0; an error would let it escape as "unjudged"."""
+
+    def verify(self, submission, task):
+        if submission == "":
+            return Score.failed("cannot judge an empty answer")
+        return super().verify(submission, task)
+
+
+def test_do_nothing_episodes_that_cannot_be_scored_fail_the_check():
+    report = check_env(EmptyAnswerIsUnjudged(), raise_on_failure=False)
+    noop = next(r for r in report.results if r.name == "noop policy does not pass")
+    assert not noop.ok and "do-nothing episodes could not be scored" in noop.message

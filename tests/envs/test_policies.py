@@ -171,3 +171,16 @@ def test_replace_verifier(echo):
     assert evaluate_policy(env, "noop").mean == 1.0
     with pytest.raises(ConfigError, match="no compiled verifier"):
         Riddle().replace_verifier(lenient)
+
+
+def test_fractional_bounds_on_integers_admit_only_the_integers_inside():
+    import random
+
+    from gymhub.envs.schema_values import empty_value, random_value
+
+    assert empty_value({"type": "integer", "minimum": 0.5}) == 1
+    rng = random.Random(0)
+    draws = [random_value({"type": "integer", "maximum": -0.5}, rng) for _ in range(300)]
+    assert max(draws) <= -1
+    assert {random_value({"type": "integer", "minimum": 0.5, "maximum": 1.5}, rng)
+            for _ in range(20)} == {1}
