@@ -396,7 +396,8 @@ class ToolsEnv(ToolEnv):
         if self._replay_world is None:
             self._replay_world = World()
         session = Session(self._replay_world, task)
-        for name, arguments in calls:
+        for name, arguments, turn in calls:
+            session.user.after_turn(turn - 1)  # follow-ups said by the end of the last turn
             tool_def = self._tool_defs.get(name)
             if tool_def is None:
                 continue

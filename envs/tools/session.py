@@ -129,6 +129,11 @@ class Session:
         if name == "ask_user":
             result = self.user.ask(str(args["field"]))
         elif name in ("finish", "refuse"):
+            if name == "finish" and (more := self.user.pending()):
+                # An efficient agent must not lose a request the user had not voiced yet:
+                # the user says it now, nothing is recorded, and the episode goes on.
+                raise ToolError("not finished: before you finish, the user adds: "
+                                + " ".join(more))
             self.ending = (name, str(args.get("answer", args.get("reason", ""))))
             result = "Finished." if name == "finish" else "Request refused."
         else:
@@ -163,11 +168,17 @@ class Session:
                                                     "before the user revealed it"})
 
 
-def calls_of(submission: Any) -> list[tuple[str, dict[str, Any]]] | str:
-    """``(name, arguments)`` pairs from a submission, or why it holds none."""
+def calls_of(submission: Any) -> list[tuple[str, dict[str, Any], int]] | str:
+    """``(name, arguments, turn)`` from a submission, or why it holds none.
+
+    An assistant message is one turn (also one without calls); a bare call is a turn of
+    its own, as in a gold program. Replay needs the turns because the user's follow-ups
+    are said by turn.
+    """
     if not isinstance(submission, list | tuple):
         return f"submission is {type(submission).__name__}, not a list of tool calls"
-    out: list[tuple[str, dict[str, Any]]] = []
+    out: list[tuple[str, dict[str, Any], int]] = []
+    turn = 0
     for i, item in enumerate(submission):
         if isinstance(item, dict) and "role" in item:
             try:
@@ -175,12 +186,16 @@ def calls_of(submission: Any) -> list[tuple[str, dict[str, Any]]] | str:
             except ValueError as exc:
                 return f"item {i}: {exc}"
         if isinstance(item, Message):  # live, calls past the per-turn cap are not run
+            if item.role != "assistant":  # a transcript's other messages are not turns
+                continue
+            turn += 1
             calls = (item.tool_calls or ())[:MAX_CALLS_PER_TURN]
-            out += [(c.name, dict(c.arguments)) for c in calls]
+            out += [(c.name, dict(c.arguments), turn) for c in calls]
             continue
         try:
             call = item if isinstance(item, ToolCall) else ToolCall.from_dict(item)
         except ValueError as exc:
             return f"item {i}: {exc}"
-        out.append((call.name, dict(call.arguments)))
+        turn += 1
+        out.append((call.name, dict(call.arguments), turn))
     return out

@@ -75,6 +75,7 @@ def run_gold(task: Task, session: Session) -> None:
         ConfigError: a step was refused or the program ended the wrong way.
     """
     for i, call in enumerate(task.gold["program"]):
+        session.user.after_turn(i)  # one call a turn: what the user said by now, as live
         try:
             session.run(call["name"], call["arguments"])
         except ToolError as exc:

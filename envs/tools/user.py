@@ -67,6 +67,13 @@ class User:
         self.said.update(i for i, _ in due)
         return [text for _, text in due]
 
+    def pending(self) -> list[str]:
+        """Every follow-up not said yet, now said: the user speaks up before the agent leaves."""
+        due = [(i, text) for i, (_, text) in enumerate(self.script.followups)
+               if i not in self.said]
+        self.said.update(i for i, _ in due)
+        return [text for _, text in due]
+
     def unrevealed(self) -> dict[str, Any]:
         """Hidden slots not yet told: a write using one of these values invented it."""
         return {k: v for k, v in self.script.hidden.items() if k not in self.revealed}

@@ -236,3 +236,21 @@ def test_an_infinite_amount_is_refused(fresh: ToolsEnv) -> None:
                       amount=float("inf"))
     assert text.startswith("Error:") and "invalid amount" in text and not term
     assert unchanged(fresh)
+
+
+def test_finishing_before_a_follow_up_is_due_hears_it_instead_of_ending(env: ToolsEnv) -> None:
+    task = next(t for t in env.tasks if t.id == "followup-00")
+    first, update, finish = task.gold["program"]
+    env.reset(options={"task_id": task.id})
+    both = Message(role="assistant", content="", tool_calls=(
+        ToolCall(id="a", name=first["name"], arguments=first["arguments"]),
+        ToolCall(id="b", name=finish["name"], arguments=finish["arguments"])))
+    obs, _, term, _, _ = env.step(both)
+    assert not term and "before you finish, the user adds" in str([m.content for m in obs])
+    for step in (update, finish):
+        msg = Message(role="assistant", content="", tool_calls=(
+            ToolCall(id="c", name=step["name"], arguments=step["arguments"]),))
+        obs, _, term, _, info = env.step(msg)
+    assert term and info["score"].value == 1.0
+    replayed = env.verify([m for m in env.history if m.role == "assistant"], task)
+    assert replayed.value == 1.0
