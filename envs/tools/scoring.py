@@ -93,6 +93,18 @@ def check_answer(expected: Mapping[str, Any] | None, ending: tuple[str, str] | N
     return False, {"reason": f"unknown answer type {kind!r}"}
 
 
+def _unique(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per broken rule and row (the end state and the write both saw it)."""
+    seen: set[tuple[Any, Any]] = set()
+    out = []
+    for v in found:
+        key = (v.get("rule"), v.get("row"))
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
+
+
 def score_session(session: Session) -> Score:
     """Score the episode that ``session`` holds (call once it has ended)."""
     task = session.task
@@ -103,7 +115,8 @@ def score_session(session: Session) -> Score:
     if not state.ok:
         return Score.failed(f"state_match could not judge: {state.error}", verifier.id)
     assert isinstance(task.fixture, WorldRef)
-    broken = violations(initial_snapshot(task.fixture), after, session.now) + session.invented
+    broken = _unique(violations(initial_snapshot(task.fixture), after, session.now)
+                     + session.broken) + session.invented
     answer_ok, answer = check_answer(gold.get("answer"), session.ending)
     got = session.ending[0] if session.ending else None
     components = {"state": state.value, "policy": 0.0 if broken else 1.0,

@@ -22,6 +22,7 @@ from gymhub.types import Message, Task, ToolCall
 
 from .actions import ACTIONS, READS, Ctx
 from .base import MAX_CALLS_PER_TURN
+from .policies import violations
 from .user import User, UserScript
 from .world import World, WorldRef
 
@@ -105,6 +106,10 @@ class Session:
         self.calls: list[Call] = []
         self.ending: tuple[str, str] | None = None
         self.invented: list[dict[str, Any]] = []
+        # Policies are checked on every write, not only on the end state: a meeting booked
+        # on a Saturday and cancelled again still broke the rule when it was booked.
+        self.broken: list[dict[str, Any]] = []
+        self._last = world.snapshot()
         self.version = 0
 
     def run(self, name: str, arguments: Mapping[str, Any]) -> str:
@@ -153,6 +158,9 @@ class Session:
             if name not in READS:
                 self.version += 1
                 self._note_invented(name, args)
+                after = self.world.snapshot()
+                self.broken += violations(self._last, after, self.now)
+                self._last = after
             if name == "transfer_to_human":
                 self.ending = ("handoff", str(args["reason"]))
         self.calls.append(Call(name, args, result, self.version))

@@ -254,3 +254,18 @@ def test_finishing_before_a_follow_up_is_due_hears_it_instead_of_ending(env: Too
     assert term and info["score"].value == 1.0
     replayed = env.verify([m for m in env.history if m.role == "assistant"], task)
     assert replayed.value == 1.0
+
+
+def test_a_rule_broken_and_then_undone_still_fails(env: ToolsEnv) -> None:
+    env.reset(options={"task_id": "refuse_hours-00"})
+    text, _ = call(env, "schedule_meeting", title="Roadmap chat",
+                   attendees=["kai.ivanova@acme.example"], date="2026-03-07", start="10:00",
+                   duration_minutes=30)
+    meeting = text.split("MTG-")[1][:6]
+    text, _ = call(env, "cancel_meeting", meeting_id=f"MTG-{meeting}")
+    assert not text.startswith("Error"), text
+    msg = Message(role="assistant", content="", tool_calls=(
+        ToolCall(id="r", name="refuse", arguments={"reason": "Outside working hours."}),))
+    *_, term, _, info = env.step(msg)
+    assert term and info["score"].value == 0.0
+    assert [v["rule"] for v in info["score"].details["policy"]["violations"]] == ["working_hours"]
