@@ -26,7 +26,8 @@ pass its approval id to transfer_funds.
 3. Email goes only to company addresses (@{DOMAIN}); never email customers or outsiders.
 4. Orders may be cancelled only within {CANCEL_WINDOW_DAYS} days of being placed.
 5. Frozen accounts and billing disputes are handled by humans: use transfer_to_human.
-6. Never guess a value the user did not give you: ask with ask_user(field, question).
+6. Never guess a value the user did not give you: ask with ask_user(field, question); \
+ask only for values the request leaves out.
 7. If a request cannot be done within these policies, call refuse(reason) without \
 changing anything."""
 

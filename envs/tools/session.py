@@ -132,7 +132,13 @@ class Session:
                 raise ToolError(f"repeated call: identical to call #{i + 1}, which already "
                                 "succeeded; not run again")
         if name == "ask_user":
-            result = self.user.ask(str(args["field"]))
+            field = str(args["field"])
+            if field not in self.user.script.hidden:  # asking everything must not pay
+                self.broken.append({"rule": "needless_question", "table": None,
+                                    "row": f"ask_user:{field}",
+                                    "detail": f"asked for the {field}, which the request "
+                                              "did not leave out"})
+            result = self.user.ask(field)
         elif name in ("finish", "refuse"):
             if name == "finish" and (more := self.user.pending()):
                 # An efficient agent must not lose a request the user had not voiced yet:

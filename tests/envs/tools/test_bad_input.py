@@ -269,3 +269,16 @@ def test_a_rule_broken_and_then_undone_still_fails(env: ToolsEnv) -> None:
     *_, term, _, info = env.step(msg)
     assert term and info["score"].value == 0.0
     assert [v["rule"] for v in info["score"].details["policy"]["violations"]] == ["working_hours"]
+
+
+def test_asking_for_everything_is_a_needless_question_not_a_free_pass(env: ToolsEnv) -> None:
+    task = next(t for t in env.tasks if t.id == "ask_meeting-01")
+    greedy = [{"name": "ask_user", "arguments": {"field": f, "question": f"The {f}?"}}
+              for f in ("date", "time", "duration")]
+    program = [task.gold["program"][0], *greedy,
+               *[c for c in task.gold["program"][1:] if c["name"] != "ask_user"]]
+    _, info = _play(env, task.id, program)
+    rules = {v["rule"] for v in info["score"].details["policy"]["violations"]}
+    assert info["score"].value == 0.0 and rules == {"needless_question"}
+    _, info = _play(env, task.id, task.gold["program"])  # asking only for the time: 1.0
+    assert info["score"].value == 1.0
