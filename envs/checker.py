@@ -162,6 +162,10 @@ def check_env(
     run("seeded determinism", lambda: _determinism(env, seeds))
     run("gold policy scores 1.0", lambda: _gold(env, gold_tasks))
     run("noop policy does not pass", lambda: _noop(env, gold_tasks))
+    if getattr(env, "expected_scores", None) is not None and any(
+            env.expected_scores("refuse", t) is not None for t in env.tasks[:1]):
+        run("reference policies within their stated bounds",
+            lambda: _stated_bounds(env, gold_tasks))
     run("verifier golden cases", lambda: _scoring_evidence(env, verifier_tasks))
     run("bad actions answered", lambda: _bad_actions(env))
     run("step after end is a typed error", lambda: _after_end(env))
@@ -212,6 +216,28 @@ def _gold(env: TextEnv, limit: int | None) -> str:
     if failures:
         raise AssertionError(f"{len(failures)}/{len(tasks)} failed, e.g. {failures[0]}")
     return f"{len(tasks)} tasks"
+
+
+def _stated_bounds(env: TextEnv, limit: int | None) -> str:
+    """``refuse`` and ``random`` score within what the environment says they must."""
+    from .policies import policy_named
+
+    tasks = env.tasks if limit is None else env.tasks[:limit]
+    wrong, checked = [], 0
+    for name in ("refuse", "random"):
+        policy = policy_named(name, seed=0)
+        for task in tasks:
+            bounds = env.expected_scores(name, task)
+            if bounds is None:
+                continue
+            checked += 1
+            value = run_episode(env, policy, task_id=task.id).value
+            if value is None or not bounds[0] - 1e-9 <= value <= bounds[1] + 1e-9:
+                wrong.append(f"{name} on {task.id}: {value} not in [{bounds[0]}, {bounds[1]}]")
+    if wrong:
+        raise AssertionError(f"{len(wrong)}/{checked} episodes outside their bounds "
+                             f"(e.g. {wrong[0]})")
+    return f"{checked} episodes"
 
 
 def _noop(env: TextEnv, limit: int | None) -> str:

@@ -166,6 +166,14 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
         spec = rng.choice(specs)
         return _call(f"random-{self.turn}", spec.name, random_arguments(spec.parameters, rng))
 
+    def expected_scores(self, policy: str, task: Task) -> tuple[float, float] | None:
+        """Bounds a reference policy's score must fall within on ``task`` (``None``: no claim).
+
+        An environment that knows which tasks must be refused says so here, and
+        ``check_env`` holds it to that for ``refuse`` and ``random``.
+        """
+        return None
+
     def replace_verifier(self, verifier: Verifier) -> None:
         """Score this environment's episodes with ``verifier`` from now on (``gymhub rescore``).
 

@@ -371,6 +371,19 @@ class ToolsEnv(ToolEnv):
         return self._final("transfer_to_human", reason=reason, summary=summary)
 
     # ------------------------------------------------------------------ verifier
+    def expected_scores(self, policy: str, task: Task) -> tuple[float, float] | None:
+        """``refuse`` passes exactly the refusal tasks; random valid calls pass no other task.
+
+        (A random refusal or handoff with the right reason can pass a task that ends that
+        way in one call, so there ``random`` is unbounded.)
+        """
+        ending = task.gold["ending"]
+        if policy == "refuse":
+            return (1.0, 1.0) if ending == "refuse" else (0.0, 0.0)
+        if policy == "random":
+            return (0.0, 1.0) if ending in ("refuse", "handoff") else (0.0, 0.0)
+        return None
+
     def replace_verifier(self, verifier: Any) -> None:
         """Refused: tools-v0 scores state, policy, answer and ending by its own rules.
 

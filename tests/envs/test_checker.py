@@ -112,3 +112,19 @@ def test_do_nothing_episodes_that_cannot_be_scored_fail_the_check():
     report = check_env(EmptyAnswerIsUnjudged(), raise_on_failure=False)
     noop = next(r for r in report.results if r.name == "noop policy does not pass")
     assert not noop.ok and "do-nothing episodes could not be scored" in noop.message
+
+
+class ClaimsRefusalPasses(EchoEnv):
+    """States that refusing passes every task, which it does not."""
+
+    def expected_scores(self, policy, task):
+        return (1.0, 1.0) if policy == "refuse" else None
+
+
+def test_reference_policies_are_held_to_the_bounds_an_env_states():
+    report = check_env(ClaimsRefusalPasses(), raise_on_failure=False)
+    bounds = next(r for r in report.results
+                  if r.name == "reference policies within their stated bounds")
+    assert not bounds.ok and "25/25 episodes outside their bounds" in bounds.message
+    plain = check_env(EchoEnv(), raise_on_failure=False)
+    assert all(r.name != "reference policies within their stated bounds" for r in plain.results)
