@@ -261,9 +261,10 @@ def _compile_tool(name: str, attr: str, fn: Callable[..., Any]) -> ToolDef:
     return ToolDef(name, attr, ToolSpec(name, description, parameters), tuple(params))
 
 
-def _shown(name: str, limit: int = 40) -> str:
-    """A model-chosen name quoted back, shortened: an error must not echo 150 kB."""
-    return repr(name if len(name) <= limit else name[:limit] + "...")
+def _shown(value: Any, limit: int = 40) -> str:
+    """A model-chosen value quoted back, shortened: an error must not echo 150 kB."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _describe(schema: dict[str, Any]) -> str:
@@ -291,9 +292,8 @@ def _check(value: Any, schema: dict[str, Any], where: str) -> Any:
     if kind == "integer" and isinstance(value, float) and value.is_integer():
         return int(value)
     if not ok:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         got = _JSON_NAMES.get(type(value), type(value).__name__)
-        raise ToolError(f"argument {where!r} must be {kind}, got {got} {shown}")
+        raise ToolError(f"argument {where!r} must be {kind}, got {got} {_shown(value)}")
     if kind == "array" and "items" in schema:
         return [_check(v, schema["items"], f"{where}[{i}]") for i, v in enumerate(value)]
     return value

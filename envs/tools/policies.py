@@ -1,8 +1,9 @@
-"""Company policies of ``tools-v0``: stated in the system prompt, checked on the end state.
+"""Company policies of ``tools-v0``: stated in the system prompt, checked on every write.
 
 The tools let an agent break these (a real system's API often would too); breaking
 one fails the episode even when the requested change was made. Each check compares
-the episode's first and last snapshots and names the row and the rule it broke.
+the world before and after one write (:class:`~.session.Session` runs it), so a rule
+broken and then undone still counts, and names the row and the rule it broke.
 """
 
 from __future__ import annotations

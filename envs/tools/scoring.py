@@ -22,7 +22,6 @@ from typing import Any
 from gymhub.types import Score
 from gymhub.verifiers.core import Verifier, compile_cached
 
-from .policies import violations
 from .session import Session
 from .world import Snapshot, World, WorldRef
 
@@ -93,18 +92,6 @@ def check_answer(expected: Mapping[str, Any] | None, ending: tuple[str, str] | N
     return False, {"reason": f"unknown answer type {kind!r}"}
 
 
-def _unique(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per broken rule and row (the end state and the write both saw it)."""
-    seen: set[tuple[Any, Any]] = set()
-    out = []
-    for v in found:
-        key = (v.get("rule"), v.get("row"))
-        if key not in seen:
-            seen.add(key)
-            out.append(v)
-    return out
-
-
 def score_session(session: Session) -> Score:
     """Score the episode that ``session`` holds (call once it has ended)."""
     task = session.task
@@ -114,9 +101,9 @@ def score_session(session: Session) -> Score:
     state = verifier(None, task, after)
     if not state.ok:
         return Score.failed(f"state_match could not judge: {state.error}", verifier.id)
-    assert isinstance(task.fixture, WorldRef)
-    broken = _unique(violations(initial_snapshot(task.fixture), after, session.now)
-                     + session.broken) + session.invented
+    # Every write was checked as it happened (Session.run), so the end state holds no
+    # broken rule those checks did not already see.
+    broken = session.broken + session.invented
     answer_ok, answer = check_answer(gold.get("answer"), session.ending)
     got = session.ending[0] if session.ending else None
     components = {"state": state.value, "policy": 0.0 if broken else 1.0,

@@ -24,7 +24,7 @@ from .actions import ACTIONS, READS, Ctx
 from .base import MAX_CALLS_PER_TURN
 from .policies import violations
 from .user import User, UserScript
-from .world import World, WorldRef
+from .world import Snapshot, World, WorldRef
 
 __all__ = ["CONTROL", "Call", "Session", "calls_of", "script_of"]
 
@@ -109,7 +109,7 @@ class Session:
         # Policies are checked on every write, not only on the end state: a meeting booked
         # on a Saturday and cancelled again still broke the rule when it was booked.
         self.broken: list[dict[str, Any]] = []
-        self._last = world.snapshot()
+        self._last: Snapshot | None = None  # the world after the last write (taken lazily)
         self.version = 0
 
     def run(self, name: str, arguments: Mapping[str, Any]) -> str:
@@ -151,6 +151,8 @@ class Session:
             action = ACTIONS.get(name)
             if action is None:
                 raise ToolError(f"unknown tool {name!r}")
+            if name not in READS and self._last is None:  # a reset or a read costs none
+                self._last = self.world.snapshot()
             try:
                 with self.world.transaction() as conn:
                     result = action(Ctx(conn, self.now, self.requester), **args)
@@ -165,7 +167,7 @@ class Session:
                 self.version += 1
                 self._note_invented(name, args)
                 after = self.world.snapshot()
-                self.broken += violations(self._last, after, self.now)
+                self.broken += violations(self._last or {}, after, self.now)
                 self._last = after
             if name == "transfer_to_human":
                 self.ending = ("handoff", str(args["reason"]))
