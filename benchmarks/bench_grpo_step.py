@@ -13,6 +13,9 @@ scoring cost counts against gymhub.
 TRL is a benchmark-only dependency (``pip install trl torch==2.13.0``); without it the
 TRL side is skipped with the reason.
 
+It also times one step's generation alone, gymhub's engine against transformers'
+``generate`` on the same batch, so the gap can be split into engine and rollout.
+
 Run: ``python benchmarks/bench_grpo_step.py [--steps 4] [--group-size 4] [--tasks 2]
 [--completion 64]`` (CPU; a few minutes). Its last line is ``gymhub / TRL time per step:
 R×`` (below 1: gymhub faster).
@@ -123,6 +126,43 @@ def bench_trl(tok: Any, args: argparse.Namespace, tmp: str) -> tuple[list[float]
     return times[1:], f"trl {trl.__version__}, {mean:.0f} tokens per completion"
 
 
+def bench_generation(tok: Any, args: argparse.Namespace) -> tuple[float, float]:
+    """Median seconds for one step's generation: gymhub's engine vs transformers' generate.
+
+    Same model, the same prompts and lengths, sampled at temperature 1: the part of the
+    step gap that is the engine itself, apart from the rollout around it.
+    """
+    from gymhub.trainer.engines.base import GenerationRequest, SamplingConfig
+    from gymhub.trainer.engines.hf import TransformersEngine
+
+    torch.manual_seed(0)
+    model = build_model(len(tok)).eval()
+    texts = [p for p in _prompts(tok, args.tasks) for _ in range(args.group_size)]
+    ids = [tok(t)["input_ids"] for t in texts]
+    engine = TransformersEngine(model, tok, pad_token_id=tok.pad_token_id or 0)
+    reqs = [GenerationRequest(x, args.completion, seed=i) for i, x in enumerate(ids)]
+    batch = tok(texts, return_tensors="pt", padding=True, padding_side="left")
+
+    def ours() -> None:
+        engine.generate(reqs, SamplingConfig(temperature=1.0))
+
+    def theirs() -> None:
+        with torch.no_grad():
+            model.generate(**batch, do_sample=True, max_new_tokens=args.completion,
+                           min_new_tokens=args.completion, temperature=1.0, top_p=1.0,
+                           top_k=0, pad_token_id=tok.pad_token_id or 0)
+
+    times: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for fn in (ours, theirs):
+        fn()  # warm-up
+    for _ in range(max(3, args.steps)):  # alternated, so drift hits both alike
+        for name, fn in (("ours", ours), ("theirs", theirs)):
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return statistics.median(times["ours"]), statistics.median(times["theirs"])
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=4, help="timed steps per side (after one warm-up)")
@@ -149,6 +189,10 @@ def main() -> int:
         return 0
     theirs_m = statistics.median(theirs)
     print(f"  TRL     {theirs_m:7.2f} s/step  ({note}, transformers generation)")
+    engine_s, generate_s = bench_generation(tok, args)
+    print(f"generation alone, same batch: gymhub engine {engine_s * 1000:.0f} ms, "
+          f"transformers generate {generate_s * 1000:.0f} ms "
+          f"({engine_s / generate_s:.2f}x)")
     print(f"gymhub / TRL time per step: {ours_m / theirs_m:.2f}x")
     return 0
 
