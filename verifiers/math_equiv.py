@@ -17,8 +17,9 @@ Every parse and comparison runs in a worker process of :mod:`.math_pool`, killed
 chew on for ever. Outcomes:
 
 * equal: 1.0; not equal: 0.0 with both parsed forms in ``details``;
-* the submission is not text, too long, or has no answer math-verify can find: 0.0
-  with a reason (``malformed``);
+* the submission is not text, has no answer math-verify can find, or is longer than
+  ``max_chars`` without a ``\boxed{}`` answer within its last ``max_chars`` (a long
+  reasoning is judged from its last ``\boxed{`` on): 0.0 with a reason (``malformed``);
 * the gold has no parsable answer, the worker timed out, ran out of memory or died:
   ``Score.error`` (the verifier could not judge; a timeout is never a 0).
 
@@ -78,9 +79,14 @@ def build_math_equiv(spec: SpecReader) -> VerifyFn:
             return Score(0.0, details={
                 "reason": f"malformed: submission is {type(submission).__name__}, not text"})
         if len(submission) > max_chars:
-            return Score(0.0, details={"reason": f"malformed: submission is "
-                                                 f"{len(submission):,} characters; the limit "
-                                                 f"is {max_chars:,}"})
+            # A long chain of reasoning is judged by its final answer; only an answer that
+            # is itself over the cap (or no boxed answer at all) is refused.
+            at = submission.rfind("\\boxed{")
+            if at == -1 or len(submission) - at > max_chars:
+                return Score(0.0, details={"reason": f"malformed: submission is "
+                                                     f"{len(submission):,} characters; the "
+                                                     f"limit is {max_chars:,}"})
+            submission = submission[at:]
         try:
             reply = math_pool.pool().request(
                 {"gold": gold, "answer": submission, **options}, timeout_s)

@@ -116,13 +116,8 @@ class MathEnv(ToolEnv):
                           {"score": final.score})
 
     def verify(self, submission: Any, task: Task) -> Score:
-        r"""Score an answer for ``task`` with the environment's ``math_equiv`` verifier.
-
-        Only the final answer counts: a long reply is cut to the part from its last
-        ``\boxed{`` (else its last :data:`ANSWER_CHARS` characters), so a long chain of
-        reasoning before a right answer is not refused for its length.
-        """
-        return self.verifier(final_answer(submission), task)
+        """Score an answer for ``task`` with the environment's ``math_equiv`` verifier."""
+        return self.verifier(submission, task)
 
     def gold_action(self) -> Message:
         """Submit the computed answer."""
@@ -141,18 +136,6 @@ class MathEnv(ToolEnv):
             VerifierCase("I could not solve it.", "malformed", "no answer at all"),
             VerifierCase(None, "malformed", "not text"),
         ]
-
-
-#: Characters of a reply handed to the verifier when it has no ``\boxed{`` near its end.
-ANSWER_CHARS = 2000
-
-
-def final_answer(submission: Any) -> Any:
-    r"""The tail of a long reply that holds its answer (the last ``oxed{...}``)."""
-    if not isinstance(submission, str) or len(submission) <= ANSWER_CHARS:
-        return submission
-    at = submission.rfind("\boxed{")
-    return submission[at:] if at != -1 else submission[-ANSWER_CHARS:]
 
 
 def _final(score: Score) -> Final:

@@ -203,3 +203,9 @@ def test_a_worker_that_cannot_start_is_an_error(monkeypatch: pytest.MonkeyPatch,
         assert pool.pids() == [] and pool.started == 0
     finally:
         pool.shutdown()
+
+
+def test_a_long_reasoning_is_judged_by_its_final_boxed_answer() -> None:
+    v = compile({"type": "math_equiv", "max_chars": 100})
+    assert score("Let me think. " * 50 + "So $\\boxed{\\frac{1}{2}}$.", "1/2", v).value == 1.0
+    assert "limit" in score("\\boxed{1} " + "x" * 200, "1", v).details["reason"]
