@@ -37,6 +37,7 @@ from gymhub.errors import BackendError
 from gymhub.hub.records import CheckInfo, VersionInfo
 from gymhub.hub.store import HubStore
 from gymhub.sandbox import Limits, Sandbox, get_sandbox
+from gymhub.sandbox.bwrap import others_can_reach
 
 __all__ = ["DEFAULT_TIMEOUT_S", "check_sandbox", "check_version", "run_check", "unchecked"]
 
@@ -46,14 +47,9 @@ _SITE = "/opt/gymhub/site"
 _FORBIDDEN = ("/work", "/tmp", "/proc", "/dev", "/etc")
 
 
-def _others_can_read(path: str) -> bool:
-    """Whether the unprivileged sandbox user (host ``nobody``) can reach ``path``."""
-    current = Path(path)
-    for part in [current, *current.parents]:
-        mode = part.stat().st_mode
-        if not mode & 0o001 or (part == current and not mode & 0o004):
-            return False
-    return True
+def _others_can_run(path: str) -> bool:
+    """Whether the unprivileged sandbox user (host ``nobody``) can run ``path``."""
+    return others_can_reach(path) and bool(Path(path).stat().st_mode & 0o001)
 
 
 def _interpreter() -> tuple[str, dict[str, str]]:
@@ -65,13 +61,13 @@ def _interpreter() -> tuple[str, dict[str, str]]:
     """
     exe = os.path.realpath(sys.executable)
     prefix = os.path.realpath(sys.base_prefix)
-    if exe.startswith("/usr/") and _others_can_read(exe):
+    if exe.startswith("/usr/") and _others_can_run(exe):
         return exe, {}
     hidden = any(prefix == p or prefix.startswith(p + "/") for p in _FORBIDDEN)
-    if not hidden and _others_can_read(exe):
+    if not hidden and _others_can_run(exe):
         return exe, {prefix: prefix}
     system = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
-    if os.path.exists(system) and _others_can_read(os.path.realpath(system)):
+    if os.path.exists(system) and _others_can_run(os.path.realpath(system)):
         return system, {}
     raise BackendError(f"no Python {sys.version_info[0]}.{sys.version_info[1]} that the "
                        f"sandbox user may run ({exe} is not readable by others)")

@@ -38,7 +38,7 @@ from gymhub.sandbox.hostsession import HostSession
 from gymhub.sandbox.workdir import base_dir
 from gymhub.sandbox.workdir_pool import WorkdirPool
 
-__all__ = ["BwrapSandbox", "BwrapSession"]
+__all__ = ["BwrapSandbox", "BwrapSession", "others_can_reach"]
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -84,6 +84,25 @@ def _runtime_etc() -> Path:
     return target
 
 
+def others_can_reach(path: str | os.PathLike[str]) -> bool:
+    """Whether an unprivileged user (host ``nobody``) can open ``path``.
+
+    Every directory on the way must be searchable by others, and ``path`` itself
+    readable (and, for a directory, searchable) by them.
+    """
+    current = Path(path)
+    try:
+        for part in [current, *current.parents]:
+            mode = part.stat().st_mode
+            if not mode & 0o001 and (part != current or part.is_dir()):
+                return False
+            if part == current and not mode & 0o004:
+                return False
+    except OSError:
+        return False
+    return True
+
+
 class BwrapSandbox(Sandbox):
     """Sandbox backend on bubblewrap (the default on Linux).
 
@@ -117,6 +136,13 @@ class BwrapSandbox(Sandbox):
         if os.geteuid() == 0 and setpriv:
             self.drop_to = (SANDBOX_UID, SANDBOX_GID)
         self.setpriv = setpriv or "setpriv"
+        if self.drop_to is not None:
+            hidden = [h for h in self.ro_binds if not others_can_reach(h)]
+            if hidden:  # bwrap would fail every run with a bare "Permission denied"
+                raise BackendError(
+                    f"the sandbox runs as host nobody, which cannot reach {hidden[0]} (a "
+                    "directory on its path is not readable and searchable by others, e.g. "
+                    "a checkout in a mktemp -d folder); put it where others can read it")
         self.etc = _runtime_etc()
         self._static = self._static_args()
         uid, gid = self.drop_to or (os.geteuid(), os.getegid())

@@ -28,6 +28,23 @@ from gymhub.hub.records import WheelDescription
 from gymhub.hub.store import HubStore
 
 
+def _check_sandbox_problem() -> str | None:
+    """Why the hub's sandboxed check cannot run here (``None`` when it can)."""
+    from gymhub.errors import BackendError
+    from gymhub.hub.checker import check_sandbox
+
+    try:
+        check_sandbox().close()
+    except BackendError as exc:
+        return str(exc)
+    return None
+
+
+#: Why the hub cannot run its check in the sandbox on this machine, or ``None``: no
+#: bubblewrap, or a checkout the sandbox user cannot read (e.g. cloned into mktemp -d).
+CHECK_SANDBOX_PROBLEM = _check_sandbox_problem()
+
+
 def record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 

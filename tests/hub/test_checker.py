@@ -21,9 +21,11 @@ from gymhub.hub.checker import check_version
 from gymhub.hub.service import create_hub_app
 from gymhub.hub.signing import HubKey, verify_statement
 from gymhub.hub.tokens import create_token
-from gymhub.sandbox.bwrap import BwrapSandbox
 
-pytestmark = pytest.mark.skipif(not BwrapSandbox.available(), reason="needs bubblewrap")
+from .conftest import CHECK_SANDBOX_PROBLEM
+
+pytestmark = pytest.mark.skipif(CHECK_SANDBOX_PROBLEM is not None,
+                                reason=f"no sandbox for the check: {CHECK_SANDBOX_PROBLEM}")
 
 ENV_PY = "gymhub_env_5_alice_word_ladder/env.py"
 
