@@ -269,6 +269,12 @@ class GRPOConfig(BaseModel):
     gradient_checkpointing: bool = Field(
         default=False, description="Recompute activations in backward to save memory."
     )
+    shared_prompt_update: bool = Field(
+        default=True,
+        description="In the update, forward a GRPO group's common prompt once and let every "
+        "sample attend to its keys and values (same values and gradients, far less work "
+        "when prompts are long); off under gradient_checkpointing.",
+    )
     # --- bookkeeping
     checkpoint_interval: int = Field(
         default=0, ge=0, description="Steps between checkpoints; 0 = only at the end."

@@ -155,6 +155,25 @@ def warmup(trainer: Any, *, steps: int, batch: int, lr: float, log: Any = print)
     return losses
 
 
+def validation_split(trainer: Any, n: int) -> list[tuple[str, str]]:
+    """Take ``n`` tasks out of the trainer's training tasks, to score while tuning.
+
+    Settings chosen by their held-out score would overfit the held-out set; these tasks
+    are ranked by a hash salted differently from the held-out split, and removed from
+    the training draw so that the validation score is one of unseen tasks too.
+    """
+    import hashlib
+
+    tasks = list(trainer.sampler.tasks)
+    if not 0 < n < len(tasks):
+        raise ValueError(f"--tune needs 0 < N < {len(tasks)} (the training tasks)")
+    ranked = sorted(tasks, key=lambda t: hashlib.sha256(f"validation/{t[0]}/{t[1]}".encode())
+                    .hexdigest())
+    chosen = set(ranked[:n])
+    trainer.sampler.tasks = [t for t in tasks if t not in chosen]
+    return [t for t in tasks if t in chosen]
+
+
 def _load(path: Path, overrides: Sequence[str]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The training config (``gymhub train`` reads the same file) and the demo's table."""
     from .config import load_config
@@ -162,6 +181,31 @@ def _load(path: Path, overrides: Sequence[str]) -> tuple[Any, dict[str, Any], di
     cfg = load_config(path, overrides)
     demo = dict(tomllib.loads(path.read_text(encoding="utf-8")).get("demo", {}))
     return cfg, dict(cfg.env_args), demo
+
+
+def paired_gain(before: Any, after: Any) -> tuple[float, float, int]:
+    """Mean per-task change from ``before`` to ``after``, its standard error, and n.
+
+    Paired over the tasks both scored: the two scores of one task are correlated (an
+    easy task stays easy), so the paired standard error is the honest yardstick for a
+    change, and smaller than the two scores' own errors combined.
+    """
+    import math
+
+    diffs = [after.scores[k] - v for k, v in before.scores.items()
+             if v is not None and after.scores.get(k) is not None]
+    n = len(diffs)
+    if n < 2:
+        return (diffs[0] if diffs else 0.0), 0.0, n
+    mean = sum(diffs) / n
+    var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
+    return mean, math.sqrt(var / n), n
+
+
+def _gain(label: str, before: Any, after: Any) -> str:
+    mean, se, n = paired_gain(before, after)
+    z = f"{mean / se:+.1f} s.e." if se > 0 else "s.e. 0"
+    return f"  {label:20s}{mean:+.3f} ± {se:.3f}  (paired over {n} tasks: {z})"
 
 
 def _fmt(r: Any) -> str:
@@ -177,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default=None, help="a local model directory instead of SmolLM2")
     p.add_argument("--warmup-steps", type=int, default=None, help="0 = pure GRPO")
     p.add_argument("--no-eval-after-warmup", action="store_true")
+    p.add_argument("--tune", type=int, default=0, metavar="N",
+                   help="choose settings without touching the held-out set: take N "
+                        "validation tasks out of the training tasks and score those instead")
     args, overrides = p.parse_known_args(args_in)
     from .models import prepare_smollm2
 
@@ -194,10 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.makedirs(cfg.output_dir, exist_ok=True)
         trainer = GRPOTrainer(cfg)
+        scored = trainer.eval_tasks
+        if args.tune:
+            scored = validation_split(trainer, args.tune)
+            print(f"      tuning: scoring {len(scored)} validation tasks taken out of the "
+                  "training tasks; the held-out tasks are not run", flush=True)
         print(f"      {model_dir}; {len(trainer.sampler.tasks)} training tasks, "
               f"{len(trainer.eval_tasks)} held-out tasks", flush=True)
-        print("[3/6] held-out score before training (greedy) ...", flush=True)
-        before = trainer.evaluate_tasks(trainer.eval_tasks)
+        what = "validation" if args.tune else "held-out"
+        print(f"[3/6] {what} score before training (greedy) ...", flush=True)
+        before = trainer.evaluate_tasks(scored)
         print(f"      {_fmt(before)}  [{before.seconds:.0f} s]", flush=True)
         mid = None
         t_warm = time.perf_counter()
@@ -207,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warmup(trainer, steps=steps, batch=int(demo.get("warmup_batch", 8)),
                    lr=float(demo.get("warmup_lr", 1e-3)))
             if demo.get("eval_after_warmup", True) and not args.no_eval_after_warmup:
-                mid = trainer.evaluate_tasks(trainer.eval_tasks)
+                mid = trainer.evaluate_tasks(scored)
                 print(f"      after warm-up: {_fmt(mid)}", flush=True)
         else:
             print("[4/6] no warm-up: pure GRPO", flush=True)
@@ -216,8 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{cfg.group_size} samples over HTTP ...", flush=True)
         history = trainer.train()
         t_after = time.perf_counter()
-        print("[6/6] held-out score after training (greedy) ...", flush=True)
-        after = trainer.evaluate_tasks(trainer.eval_tasks)
+        print(f"[6/6] {what} score after training (greedy) ...", flush=True)
+        after = trainer.evaluate_tasks(scored)
     finally:
         server.close()
     total = time.perf_counter() - t0
@@ -227,12 +280,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     heldout = [HeldOut(label, r.mean, r.stderr, r.scored) for label, r in stages if r is not None]
     # Redrawn with the held-out scores, which the trainer's own end-of-run report lacks.
     plot = write_report(cfg.output_dir, history, config=cfg.to_dict(), heldout=heldout)["plot"]
-    print("\n                      held-out score (mean ± s.e.)")
+    print(f"\n                      {what} score (mean ± s.e.)")
     print(f"  before training     {_fmt(before)}")
     if mid is not None:
         print(f"  after warm-up       {_fmt(mid)}")
     print(f"  after GRPO          {_fmt(after)}")
-    print(f"  change              {after.mean - before.mean:+.3f}")
+    if mid is not None:
+        print(_gain("warm-up's gain", before, mid))
+        print(_gain("GRPO's gain", mid, after))
+    print(_gain("change", before, after))
     print(f"  reward curve        {plot}")
     summary = {
         "model": cfg.model,
@@ -241,12 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "task_filter": cfg.task_filter,
         "train_tasks": len(trainer.sampler.tasks),
         "heldout_tasks": len(trainer.eval_tasks),
+        "scored_on": f"{what} ({len(scored)} tasks)",
         "seed": cfg.seed,
         "warmup_steps": steps,
         "grpo_steps": cfg.max_steps,
         "before": before.to_dict(),
         "after_warmup": mid.to_dict() if mid is not None else None,
         "after": after.to_dict(),
+        "grpo_gain": paired_gain(mid if mid is not None else before, after),
         "train_reward": [m["reward_mean"] for m in history],
         "seconds": {"total": total, "warmup": t_grpo - t_warm, "grpo": t_after - t_grpo},
         "plot": plot,

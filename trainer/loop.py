@@ -35,6 +35,8 @@ from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .engines.base import Engine, SamplingConfig
 from .evaluate import EvalResult, run_eval
+from .forward import token_logps
+from .hf_compat import takes_logits_to_keep
 from .losses import policy_loss, truncated_importance_weights
 from .parsers import make_parser
 from .policy import apply_lora, load_policy, lr_lambda, make_engine
@@ -109,7 +111,7 @@ class GRPOTrainer:
             cfg.max_context_tokens,
         )
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self._keeps_logits = _takes_logits_to_keep(model)
+        self._keeps_logits = takes_logits_to_keep(model)
         self.optimizer = torch.optim.AdamW(
             self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
@@ -416,34 +418,29 @@ class GRPOTrainer:
         positions before it carry no loss, and projecting them onto the vocabulary
         (``logits_to_keep``) and normalising there is most of the forward's memory and a
         large part of its time when prompts are long. Every loss is mask-weighted, so
-        dropping all-masked columns changes no value.
+        dropping all-masked columns changes no value. Rows of one group share their
+        prompt's forward (:mod:`.forward`).
         """
         import torch
 
         device = next(self.model.parameters()).device
         width = max(len(t.ids) for t, _ in batch)
-        pad = self.tokenizer.pad_token_id or 0
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attn = torch.zeros((len(batch), width), dtype=torch.long)
         mask = torch.zeros((len(batch), width - 1), dtype=torch.bool)
         eng = torch.zeros((len(batch), width - 1))
         for i, (t, _) in enumerate(batch):
             n = len(t.ids)
-            ids[i, :n] = torch.tensor(t.ids)
-            attn[i, :n] = 1
             mask[i, : n - 1] = torch.tensor(t.loss_mask[1:], dtype=torch.bool)
             eng[i, : n - 1] = torch.tensor(t.logprobs[1:])
         # column j of mask/logits predicts token j + 1; the first sampled token is at
         # ``first`` >= 1, so columns before ``first - 1`` carry no loss
-        first = min((_prompt_tokens(t) for t, _ in batch), default=1)
-        start = min(max(first - 1, 0), width - 1)
-        ids, attn = ids.to(device), attn.to(device)
-        keep = {"logits_to_keep": width - start} if self._keeps_logits else {}
-        out = self.model(input_ids=ids, attention_mask=attn, use_cache=False, **keep)
-        logits = out.logits[:, -(width - start) :][:, :-1].float()
-        if self.cfg.temperature > 0:
-            logits = logits / self.cfg.temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, start + 1 :, None])[..., 0]
+        prompts = [_prompt_tokens(t) for t, _ in batch]
+        start = min(max(min(prompts, default=1) - 1, 0), width - 1)
+        logp = token_logps(
+            self.model, [t.ids for t, _ in batch], prompts, start=start,
+            pad=self.tokenizer.pad_token_id or 0, temperature=self.cfg.temperature,
+            keeps_logits=self._keeps_logits, device=device,
+            share=self.cfg.shared_prompt_update and not self.cfg.gradient_checkpointing,
+        )
         adv = torch.tensor([a for _, a in batch], device=device)
         return logp, mask[:, start:].to(device), eng[:, start:].to(device), adv
 
@@ -550,11 +547,3 @@ class GRPOTrainer:
 def _prompt_tokens(t: Trajectory) -> int:
     """Length of the first prompt: the ids before the first sampled token."""
     return next((i for i, m in enumerate(t.loss_mask) if m), len(t.ids))
-
-
-def _takes_logits_to_keep(model: Any) -> bool:
-    """Whether the model's forward can skip the vocabulary projection of early positions."""
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "logits_to_keep" in inspect.signature(base.forward).parameters

@@ -172,3 +172,51 @@ def test_transformers_engine_prefills_a_shared_prompt_once(tiny_model, tokenizer
         assert out.token_ids == alone.token_ids
         assert out.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
     assert together[0].token_ids != together[3].token_ids  # seeds still differ
+
+
+def test_prefix_groups_cluster_prompts_by_their_common_start():
+    from gymhub.trainer.engines.prefix_share import prefix_groups
+
+    a = list(range(40))
+    prompts = [[*a, 1, 2], [*a, 3], [*a[:35], 9, 9], [*a, 1, 2], [7] * 50, [*[7] * 49, 8], [5]]
+    groups = prefix_groups(prompts, min_len=32)
+    assert sorted((sorted(ix), n) for ix, n in groups) == [([0, 1, 2, 3], 35), ([4, 5], 49)]
+    assert prefix_groups([a, a, [5]], min_len=32) == []  # identical prompts need no group
+    assert prefix_groups([a, [5], a, [5]], min_len=32, identical=True) == [([0, 2], 40)]
+
+
+def test_alike_prompts_share_one_prefill_of_their_common_start(tiny_model, tokenizer):
+    """An evaluation-like batch: one long system prompt, different questions, a GRPO
+    group among them and a stranger; outputs equal the engine without sharing."""
+    pad = tokenizer.pad_token_id
+    system = tokenizer.encode("<|im_start|>system\n" + "stone cloud apple " * 12 + "<|im_end|>\n",
+                              add_special_tokens=False)
+    assert len(system) > 40
+    asks = [tokenizer.encode(f"<|im_start|>user\n{w}<|im_end|>\n<|im_start|>assistant\n",
+                             add_special_tokens=False) for w in ("apple", "stone", "cloud")]
+    reqs = [GenerationRequest(system + asks[0], 5, seed=1),
+            GenerationRequest(system + asks[1], 6, seed=2),
+            GenerationRequest(system + asks[1], 6, seed=3),
+            GenerationRequest(system + asks[2], 4, seed=4),
+            GenerationRequest(asks[0], 5, seed=5)]
+    shapes = []
+    real = tiny_model.forward
+
+    def counting(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return real(*args, **kwargs)
+
+    sampling = SamplingConfig(temperature=1.0)
+    engine = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad)
+    tiny_model.forward = counting
+    try:
+        shared = engine.generate(reqs, sampling)
+    finally:
+        del tiny_model.forward
+    assert shapes[0][0] == 1 and shapes[0][1] >= len(system)  # the common start, once
+    longest_tail = max(len(r.prompt_ids) - shapes[0][1] for r in reqs[:4])
+    assert shapes[1] == (4, max(longest_tail, len(asks[0])))  # tails; the group's once
+    plain = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad, share_prefixes=False)
+    for a, b in zip(shared, plain.generate(reqs, sampling), strict=True):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)

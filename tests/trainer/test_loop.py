@@ -225,3 +225,56 @@ def test_update_logprobs_skip_prompt_columns_but_equal_a_full_forward(tmp_path, 
             assert len(cols) == sum(t.loss_mask)
             assert logp[row, cols].tolist() == pytest.approx(full[cols + 11].tolist(), abs=1e-4)
             assert eng[row, cols].tolist() == [-0.5] * len(cols)
+
+
+def test_shared_prompt_update_gives_the_padded_forwards_values_and_gradients(tmp_path, tokenizer):
+    """Groups forward their prompt once, alike prompts their common start once; a
+    singleton, prompts of other lengths and a stranger mix in one micro-batch, and
+    nothing differs from the plain padded forward."""
+    from gymhub.trainer.rollout import Trajectory
+
+    g = torch.Generator().manual_seed(1)
+
+    def draw(n):
+        return torch.randint(3, len(tokenizer), (n,), generator=g).tolist()
+
+    system = draw(36)
+    rows = []
+    for prompt, samples in [(system + draw(8), [4, 7, 2]), (draw(40), [5, 2]),
+                            (system + draw(15), [3, 6]), (draw(12), [2, 3]),
+                            (system + draw(5), [6])]:
+        for n in samples:
+            ids = prompt + draw(n)
+            mask = [0] * len(prompt) + [1] * n
+            rows.append((Trajectory("e", "t", "g", len(rows), ids=ids, loss_mask=mask,
+                                    logprobs=[0.0] * len(ids)), 1.0 - 0.3 * len(rows)))
+    rows.insert(3, rows.pop())  # alike prompts need not be neighbours
+    results = []
+    for share in (True, False):
+        trainer = _trainer(_cfg(tmp_path, temperature=0.9, shared_prompt_update=share),
+                           tokenizer)
+        trainer.model.train()
+        shapes = []
+        real = trainer.model.forward
+
+        def counting(*args, real=real, shapes=shapes, **kwargs):
+            shapes.append(tuple(kwargs["input_ids"].shape))
+            return real(*args, **kwargs)
+
+        trainer.model.forward = counting
+        logp, mask, _, adv = trainer._logps(rows)
+        del trainer.model.forward
+        (-(logp * mask * adv[:, None]).sum()).backward()
+        grads = [p.grad.clone() for p in trainer.params]
+        results.append((logp.detach(), mask, grads, shapes))
+    (a, mask_a, grads_a, shapes_a), (b, mask_b, grads_b, shapes_b) = results
+    assert shapes_b == [(len(rows), max(len(t.ids) for t, _ in rows))]
+    # the system prompt once (six rows of three prompts), a repeated 40-token prompt
+    # once (two rows), the rest (short prompts) alone in one forward
+    assert shapes_a[:2] == [(1, 36), (6, 21)] and shapes_a[2][1] == 40
+    assert shapes_a[3][0] == 2 and shapes_a[-1][0] == 2 and len(shapes_a) == 5
+    assert torch.equal(mask_a, mask_b)
+    assert torch.allclose(a[mask_a], b[mask_b], atol=1e-5)
+    for ga, gb in zip(grads_a, grads_b, strict=True):
+        assert torch.allclose(ga, gb, atol=1e-5, rtol=1e-4)
+    assert any(ga.abs().sum() > 0 for ga in grads_a)

@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..hf_compat import cache_keyword, cache_of, last_logits_keyword
 from .base import Completion, GenerationRequest, SamplingConfig
+from .prefix_share import prefix_groups
 from .session_cache import CachedPrefix, SessionCaches, batch_cache, cut_row, plain_layers
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ class TransformersEngine:
             :mod:`.session_cache`); off, every call prefills its whole prompt.
         max_cached_sessions: sessions whose caches are kept at most (least recently
             used dropped first).
+        share_prefixes: prefill the common start of a batch's alike prompts once (see
+            :mod:`.prefix_share`).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class TransformersEngine:
         max_batch_size: int = 64,
         cross_turn_cache: bool = True,
         max_cached_sessions: int = 256,
+        share_prefixes: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -63,10 +68,11 @@ class TransformersEngine:
         self.max_batch_size = max_batch_size
         self.policy_version = 0
         self._calls = 0
-        self._cache_kw = _cache_keyword(model)
-        self._last_logits = _last_logits_keyword(model)
+        self._cache_kw = cache_keyword(model)
+        self._last_logits = last_logits_keyword(model)
         self.cross_turn_cache = cross_turn_cache
         self.caches = SessionCaches(max_cached_sessions)
+        self.share_prefixes = share_prefixes
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -142,6 +148,7 @@ class TransformersEngine:
         b = len(requests)
         if min((len(r.prompt_ids) for r in requests), default=1) < 1:
             raise ValueError("every request needs at least one prompt token")
+        self._share_prefixes(requests, taken, device)
         reuse = [n for _, n in taken]
         past_w = max(reuse, default=0)
         suffixes = [list(r.prompt_ids[n:]) for r, n in zip(requests, reuse, strict=True)]
@@ -194,7 +201,7 @@ class TransformersEngine:
                 **{self._cache_kw: past},
                 **self._last_logits,
             )
-            past = _cache_of(result)
+            past = cache_of(result)
             logits = result.logits[:, -1, :].float()
         self._keep(requests, past, attn, [g[:n] for g, n in zip(gen_ids, fed, strict=True)])
         return [
@@ -205,6 +212,31 @@ class TransformersEngine:
             )
             for row in range(b)
         ]
+
+    def _share_prefixes(
+        self,
+        requests: Sequence[GenerationRequest],
+        taken: list[tuple[CachedPrefix | None, int]],
+        device: Any,
+    ) -> None:
+        """Give requests that no cache covers one prefill of their common start."""
+        import torch
+
+        fresh = [row for row, (_, n) in enumerate(taken) if n == 0]
+        if not self.share_prefixes or len(fresh) < 2:
+            return
+        for members, length in prefix_groups([requests[row].prompt_ids for row in fresh]):
+            rows = [fresh[i] for i in members]
+            prefix = list(requests[rows[0]].prompt_ids[:length])
+            result = self.model(input_ids=torch.tensor([prefix], device=device),
+                                use_cache=True, **self._last_logits)
+            layers = plain_layers(cache_of(result))
+            if layers is None:  # a cache that cannot be cut and reused: no sharing
+                return
+            entry = CachedPrefix(prefix, [layer.keys for layer in layers],
+                                 [layer.values for layer in layers], self.policy_version)
+            for row in rows:
+                taken[row] = (entry, min(length, len(requests[row].prompt_ids) - 1))
 
     def _prefill(
         self,
@@ -218,22 +250,22 @@ class TransformersEngine:
     ) -> tuple[Any, torch.Tensor]:
         """The batch's cache and last-position logits after its prompts.
 
-        Requests with the same whole prompt and no cached prefix (a GRPO group's samples
-        of one task) are prefilled once; their rows of the cache are copies of it. Each
-        still samples with its own seed, and the logits are those of the same forward.
+        Requests with the same whole prompt and the same cached prefix, or none (a GRPO
+        group's samples of one task), are prefilled once; their rows of the cache are
+        copies of it. Each still samples with its own seed, and the logits are those of
+        the same forward.
         """
         import torch
 
-        first: dict[tuple[int, ...], int] = {}
+        first: dict[tuple[Any, ...], int] = {}
         rows: list[int] = []  # the rows prefilled
         expand: list[int] = []  # for each request, its prefilled row's index in ``rows``
-        for row, (r, (_, n)) in enumerate(zip(requests, taken, strict=True)):
-            key = tuple(r.prompt_ids)
-            if share and n == 0 and key in first:
+        for row, (r, (entry, n)) in enumerate(zip(requests, taken, strict=True)):
+            key = (id(entry) if n else 0, n, *r.prompt_ids)
+            if share and key in first:
                 expand.append(first[key])
                 continue
-            if n == 0:
-                first[key] = len(rows)
+            first[key] = len(rows)
             expand.append(len(rows))
             rows.append(row)
         shared = len(rows) < len(requests)
@@ -248,7 +280,7 @@ class TransformersEngine:
         result = self.model(
             input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kwargs
         )
-        past = _cache_of(result)
+        past = cache_of(result)
         logits = result.logits[:, -1, :].float()
         if shared:
             if not hasattr(past, "batch_select_indices"):  # a legacy cache: no sharing
@@ -315,32 +347,6 @@ class TransformersEngine:
 
     def wake_up(self) -> None:
         """See :meth:`sleep`."""
-
-
-def _forward_params(model: Any) -> Any:
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return inspect.signature(base.forward).parameters
-
-
-def _cache_keyword(model: Any) -> str:
-    """``cache`` (transformers >= 5.2x) or ``past_key_values`` (older releases)."""
-    return "cache" if "cache" in _forward_params(model) else "past_key_values"
-
-
-def _last_logits_keyword(model: Any) -> dict[str, int]:
-    """``logits_to_keep=1`` where the model takes it.
-
-    A prefill needs only the last position's logits, and the vocabulary projection of
-    every other position is most of a small model's prefill.
-    """
-    return {"logits_to_keep": 1} if "logits_to_keep" in _forward_params(model) else {}
-
-
-def _cache_of(result: Any) -> Any:
-    cache = getattr(result, "cache", None)
-    return cache if cache is not None else getattr(result, "past_key_values", None)
 
 
 def _sample(
