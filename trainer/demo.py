@@ -121,6 +121,8 @@ def warmup(trainer: Any, *, steps: int, batch: int, lr: float, log: Any = print)
     """
     import torch
 
+    from .forward import token_logps
+
     if steps <= 0:
         return []
     order = list(trainer.sampler.tasks)
@@ -133,18 +135,20 @@ def warmup(trainer: Any, *, steps: int, batch: int, lr: float, log: Any = print)
     data = [(p, [*tok.encode(a, add_special_tokens=False), eot]) for p, a in rows]
     opt = torch.optim.AdamW(trainer.params, lr=lr)
     trainer.model.train()
+    device = next(trainer.model.parameters()).device
     losses = []
     for step in range(steps):
         part = [data[(step * batch + i) % len(data)] for i in range(batch)]
-        width = max(len(p) + len(a) for p, a in part)
-        ids = torch.full((len(part), width), tok.pad_token_id or 0, dtype=torch.long)
-        attn = torch.zeros_like(ids)
-        labels = torch.full_like(ids, -100)
+        # Cross-entropy on the answers: the mean of their tokens' -log p, the prompts'
+        # common starts (one database's schema) forwarded once (see .forward)
+        start = min(len(p) for p, _ in part) - 1
+        logp = token_logps(trainer.model, [p + a for p, a in part], [len(p) for p, _ in part],
+                           start=start, pad=tok.pad_token_id or 0, temperature=0.0,
+                           keeps_logits=trainer._keeps_logits, device=device)
+        mask = torch.zeros_like(logp, dtype=torch.bool)
         for r, (p, a) in enumerate(part):
-            ids[r, : len(p) + len(a)] = torch.tensor(p + a)
-            attn[r, : len(p) + len(a)] = 1
-            labels[r, len(p) : len(p) + len(a)] = torch.tensor(a)
-        loss = trainer.model(input_ids=ids, attention_mask=attn, labels=labels).loss
+            mask[r, len(p) - 1 - start : len(p) - 1 - start + len(a)] = True
+        loss = -(logp * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -170,3 +170,42 @@ def test_eval_cli_scores_a_model(model_dir):
     assert result["episodes"] == 3 and result["errors"] == 0
     assert 0.0 <= result["mean_score"] <= 1.0 and result["episodes_per_s"] > 0
     assert set(result["scores"]) == {"echo-v0/echo-0000", "echo-v0/echo-0001", "echo-v0/echo-0002"}
+
+
+def test_warmup_loss_is_the_answers_cross_entropy(tokenizer):
+    """The warm-up's shared-start forward gives the loss a plain labelled forward gives."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gymhub.trainer.demo import warmup
+    from gymhub.trainer.hf_compat import takes_logits_to_keep
+    from gymhub.trainer.tiny import build_model
+
+    torch.manual_seed(0)
+    model = build_model(len(tokenizer))
+    system = tokenizer.encode("<|im_start|>system\n" + "stone cloud apple " * 12,
+                              add_special_tokens=False)
+    rows = [(system + tokenizer.encode(f"user {w}", add_special_tokens=False), f"<sql>{w}</sql>")
+            for w in ("apple", "stone", "cloud")] + [([5, 6, 7], "<sql>z</sql>")]
+    eot = tokenizer.eos_token_id
+    trainer = SimpleNamespace(
+        sampler=SimpleNamespace(tasks=[("e", str(i)) for i in range(4)]),
+        cfg=SimpleNamespace(seed=0), _run=lambda make: rows, tokenizer=tokenizer,
+        renderer=SimpleNamespace(end_of_turn_id=eot), params=list(model.parameters()),
+        model=model, _keeps_logits=takes_logits_to_keep(model),
+        engine=SimpleNamespace(update_weights=lambda m: None))
+    # the reference: padded rows, labels on the answers, the model's own mean loss
+    data = [(p, [*tokenizer.encode(a, add_special_tokens=False), eot]) for p, a in rows]
+    width = max(len(p) + len(a) for p, a in data)
+    ids = torch.zeros((4, width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for r, (p, a) in enumerate(data):
+        ids[r, : len(p) + len(a)] = torch.tensor(p + a)
+        attn[r, : len(p) + len(a)] = 1
+        labels[r, len(p) : len(p) + len(a)] = torch.tensor(a)
+    with torch.no_grad():
+        want = float(model(input_ids=ids, attention_mask=attn, labels=labels).loss)
+    losses = warmup(trainer, steps=1, batch=4, lr=0.0, log=lambda _: None)
+    assert losses[0] == pytest.approx(want, abs=1e-4)
