@@ -1,8 +1,9 @@
 """A whole GRPO step, generation included: gymhub against TRL's ``GRPOTrainer``.
 
 ``bench_trainer.py`` times the update alone; on a CPU, generation is most of a step, so
-this times everything a step does, side by side in one process: sample the completions of
-a group, score them, compute advantages, one optimizer step. Both sides get the same tiny
+this times everything a step does, side by side in one process, the two sides' steps
+alternated: sample the completions of a group, score them, compute advantages, one
+optimizer step. Both sides get the same tiny
 Llama (same seed, full fine-tuning, AdamW, lr 1e-5, DAPO loss, no KL), the same prompts
 (``echo-v0``'s first prompts as gymhub renders them, tool schemas included, decoded to text
 for TRL), the same group size and completion length, temperature 1, transformers
@@ -49,29 +50,39 @@ def _prompts(tok: Any, n: int) -> list[str]:
     return out
 
 
-def bench_gymhub(tok: Any, args: argparse.Namespace,
-                 tmp: str) -> tuple[list[float], dict[str, float]]:
-    torch.manual_seed(0)
-    batch = args.group_size * args.tasks
-    cfg = GRPOConfig(model="tiny", finetune="full", env_ids=["echo-v0"], group_size=args.group_size,
-                     tasks_per_step=args.tasks, max_turns=1, max_tokens_per_turn=args.completion,
-                     max_tokens_per_episode=args.completion, micro_batch_size=batch,
-                     learning_rate=1e-5, loss_type="dapo", beta=0.0, temperature=1.0,
-                     output_dir=tmp, progress=False, drift_check="off")
-    trainer = GRPOTrainer(cfg, model=build_model(len(tok)), tokenizer=tok,
-                          backend=InProcessBackend())
-    trainer.train_step()  # warm-up
-    times, parts = [], {"time_rollout": 0.0, "time_update": 0.0, "generated_tokens": 0.0}
-    for _ in range(args.steps):
+class GymhubSide:
+    """gymhub's trainer on the same model, batch and lengths, stepped on demand."""
+
+    def __init__(self, tok: Any, args: argparse.Namespace, tmp: str) -> None:
+        torch.manual_seed(0)
+        batch = args.group_size * args.tasks
+        cfg = GRPOConfig(model="tiny", finetune="full", env_ids=["echo-v0"],
+                         group_size=args.group_size, tasks_per_step=args.tasks, max_turns=1,
+                         max_tokens_per_turn=args.completion,
+                         max_tokens_per_episode=args.completion, micro_batch_size=batch,
+                         learning_rate=1e-5, loss_type="dapo", beta=0.0, temperature=1.0,
+                         output_dir=tmp, progress=False, drift_check="off")
+        self.trainer = GRPOTrainer(cfg, model=build_model(len(tok)), tokenizer=tok,
+                                   backend=InProcessBackend())
+        self.trainer.train_step()  # warm-up
+        self.times: list[float] = []
+        self.parts = {"time_rollout": 0.0, "time_update": 0.0, "generated_tokens": 0.0}
+
+    def step(self) -> None:
         t = time.perf_counter()
-        m = trainer.train_step()
-        times.append(time.perf_counter() - t)
-        for k in parts:
-            parts[k] += m[k] / args.steps
-    return times, parts
+        m = self.trainer.train_step()
+        self.times.append(time.perf_counter() - t)
+        for k in self.parts:
+            self.parts[k] += m[k]
+
+    def mean_parts(self) -> dict[str, float]:
+        return {k: v / max(len(self.times), 1) for k, v in self.parts.items()}
 
 
-def bench_trl(tok: Any, args: argparse.Namespace, tmp: str) -> tuple[list[float] | None, str]:
+def bench_trl(tok: Any, args: argparse.Namespace, tmp: str,
+              ours: GymhubSide) -> tuple[list[float] | None, str]:
+    """TRL's steps, with one gymhub step run after each (alternated, so that load that
+    comes and goes on the machine hits both sides alike)."""
     try:
         from datasets import Dataset
         from transformers import PrinterCallback, TrainerCallback
@@ -97,6 +108,8 @@ def bench_trl(tok: Any, args: argparse.Namespace, tmp: str) -> tuple[list[float]
 
         def on_step_end(self, *a: Any, **k: Any) -> None:
             times.append(time.perf_counter() - Clock.start)
+            if len(times) > 1:  # TRL's first step warms it up
+                ours.step()
 
         def on_log(self, *a: Any, logs: dict[str, Any] | None = None, **k: Any) -> None:
             if logs and "completions/mean_length" in logs:
@@ -174,12 +187,16 @@ def main() -> int:
     tok = build_tokenizer()
     prompt_len = len(tok(_prompts(tok, 1)[0])["input_ids"])
     with tempfile.TemporaryDirectory() as tmp:
-        ours, parts = bench_gymhub(tok, args, tmp)
-        theirs, note = bench_trl(tok, args, tmp)
+        side = GymhubSide(tok, args, tmp)
+        theirs, note = bench_trl(tok, args, tmp, side)
+        if theirs is None:  # no TRL: gymhub's steps alone
+            for _ in range(args.steps):
+                side.step()
+    ours, parts = side.times, side.mean_parts()
     batch = args.group_size * args.tasks
     print(f"one whole GRPO step: {args.tasks} prompts x {args.group_size} completions of up to "
           f"{args.completion} tokens, prompt ~{prompt_len} tokens, tiny Llama, full AdamW; "
-          f"median of {args.steps} steps after a warm-up")
+          f"median of {args.steps} steps after a warm-up, the two sides alternated")
     ours_m = statistics.median(ours)
     print(f"  gymhub  {ours_m:7.2f} s/step  (rollout {parts['time_rollout']:.2f} s, update "
           f"{parts['time_update']:.2f} s, {parts['generated_tokens'] / batch:.0f} tokens "

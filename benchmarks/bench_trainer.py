@@ -42,6 +42,7 @@ from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch
 from gymhub.trainer.tiny import build_model, build_tokenizer, echo_lessons, teach
 
 B, P, C, REPEATS, ROUNDS = 8, 64, 64, 5, 15
+EVAL_TASKS = 40  # held-out tasks the demo-step split also scores (greedy), for its time
 
 
 def _batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -231,8 +232,12 @@ def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
     return choice, choice
 
 
-def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False) -> dict[str, float]:
+def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
+                    share: bool = True) -> dict[str, float]:
     """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
+
+    ``share=False`` turns off both shared starts (the engine's prefill of alike prompts'
+    common start, the update's forward of a group's prompt once) for the comparison.
 
     The tiny model's 400-token vocabulary spells the schema out in ~1,000 tokens, more
     than the demo's context budget, so for it the budget is raised (a check of the
@@ -246,11 +251,14 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False) ->
     cfg = cfg.model_copy(update={
         "model": model_dir, "env_urls": [], "output_dir": tmp, "max_steps": steps,
         "progress": False, "report": False, "tensorboard": False, "save_trajectories": False,
-        **({"max_context_tokens": 4096} if tiny else {}),
+        **({"max_context_tokens": 4096} if tiny else {}), "shared_prompt_update": share,
     })
     with GRPOTrainer(cfg) as trainer:
+        if hasattr(trainer.engine, "share_prefixes"):
+            trainer.engine.share_prefixes = share
         metrics = [trainer.train_step() for _ in range(steps)]
-    return metrics[-1]
+        result = trainer.evaluate_tasks(trainer.eval_tasks[:EVAL_TASKS])
+    return {**metrics[-1], "time_eval": result.seconds}
 
 
 def print_demo_split(m: dict[str, float], label: str, steps: int) -> None:
@@ -274,6 +282,7 @@ def print_demo_split(m: dict[str, float], label: str, steps: int) -> None:
     for name, sec, note in parts:
         print(f"  {name:34s} {sec:8.2f} s  {100 * sec / total:5.1f} %  {note}".rstrip())
     print(f"  {'step':34s} {total:8.2f} s  100.0 %")
+    print(f"  {EVAL_TASKS}-task held-out evaluation (greedy) {m['time_eval']:8.2f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                         "skipped), smollm2 (prepare it, downloading once), tiny, or a directory")
     p.add_argument("--demo-steps", type=int, default=2,
                    help="GRPO steps of the split; the last is reported (the first warms up)")
+    p.add_argument("--compare-sharing", action="store_true",
+                   help="run the demo step again with shared starts off (engine and update)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -308,8 +319,16 @@ def main(argv: list[str] | None = None) -> int:
         if model_dir is None:
             print(f"time per demo step split into its parts: skipped: {label}")
         else:
-            split = bench_demo_step(model_dir, tmp, args.demo_steps, args.demo_model == "tiny")
+            tiny = args.demo_model == "tiny"
+            split = bench_demo_step(model_dir, tmp, args.demo_steps, tiny)
             print_demo_split(split, label, args.demo_steps)
+            if args.compare_sharing:
+                off = bench_demo_step(model_dir, tmp, args.demo_steps, tiny, share=False)
+                print_demo_split(off, f"{label}, shared starts off", args.demo_steps)
+                for part, key in (("generation", "time_generate"), ("update", "time_update"),
+                                  ("step", "time_step"), (f"{EVAL_TASKS}-task evaluation",
+                                                          "time_eval")):
+                    print(f"  shared starts on / off, {part}: {split[key] / off[key]:.2f}x time")
     r = bench_rollouts(tok)
     print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
     print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "

@@ -61,33 +61,89 @@ def _plain(model: Any, rows: Sequence[Sequence[int]], start: int, *, pad: int,
     return _select(logits, ids[:, start + 1:], temperature)
 
 
-def _shared(model: Any, rows: Sequence[Sequence[int]], prompt_len: int, *, pad: int,
-            temperature: float, keeps_logits: bool, device: Any) -> torch.Tensor | None:
-    """Columns ``prompt_len-1 .. width-2``, the prompt forwarded once.
+class _Tree:
+    """One micro-batch's prefix tree: each shared segment forwarded once, with its graph.
 
-    None when the model returned no cache to share.
+    A node holds the rows that share ``ids[:depth]``, whose keys and values are in its
+    batch-1 cache. Rows that share ``MIN_SHARED_TOKENS`` or more further prompt tokens
+    form a child node (that segment forwarded once on top of the parent's cache); the
+    rest are the node's leaves, forwarded together from ``depth`` on, each attending to
+    the cache repeated to their number. So the demo's batch reads the common system
+    prompt once, each database's schema once, and each task's question once.
     """
-    import torch
 
-    prompt = torch.tensor([list(rows[0][:prompt_len])], dtype=torch.long, device=device)
-    keep = {"logits_to_keep": 1} if keeps_logits else {}
-    head = model(input_ids=prompt, use_cache=True, **keep)
-    cache = cache_of(head)
-    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
-        return None
-    cache.batch_repeat_interleave(len(rows))
-    tails = [r[prompt_len:] for r in rows]
-    width = max(len(t) for t in tails)
-    ids, attn = _padded(tails, width, pad)
-    ids, attn = ids.to(device), attn.to(device)
-    full_attn = torch.cat([torch.ones((len(rows), prompt_len), dtype=attn.dtype,
-                                      device=device), attn], dim=1)
-    positions = torch.arange(prompt_len, prompt_len + width, device=device).expand(len(rows), -1)
-    out = model(input_ids=ids, attention_mask=full_attn, position_ids=positions,
-                use_cache=True, **{cache_keyword(model): cache})
-    first = head.logits[:, -1:].expand(len(rows), -1, -1)
-    logits = torch.cat([first, out.logits[:, :-1]], dim=1)
-    return _select(logits, ids, temperature)
+    def __init__(self, model: Any, rows: Sequence[Sequence[int]], prompt_lens: Sequence[int],
+                 *, start: int, pad: int, temperature: float, keeps_logits: bool,
+                 device: Any) -> None:
+        self.model, self.rows, self.prompt_lens, self.start = model, rows, prompt_lens, start
+        self.pad, self.temperature, self.device = pad, temperature, device
+        self.last = {"logits_to_keep": 1} if keeps_logits else {}
+        self.cache_kw = cache_keyword(model)
+        #: per row: (first column, log-probabilities from that column on)
+        self.out: dict[int, tuple[int, torch.Tensor]] = {}
+
+    def _cache(self, layers: list[tuple[Any, Any]] | None, n: int) -> dict[str, Any]:
+        """A fresh cache over ``layers`` for ``n`` rows (the tensors shared, not copied)."""
+        if layers is None:
+            return {}
+        from transformers import DynamicCache
+
+        data = [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in layers]
+        return {self.cache_kw: DynamicCache(ddp_cache_data=data)}
+
+    def node(self, idx: list[int], depth: int, layers: list[tuple[Any, Any]] | None,
+             head: torch.Tensor | None) -> bool:
+        """Forward the rows ``idx`` below a node; False if the model keeps no usable cache."""
+        import torch
+
+        from .engines.session_cache import plain_layers
+
+        rest = [self.rows[i][depth : self.prompt_lens[i]] for i in idx]
+        grouped: set[int] = set()
+        for members, n in prefix_groups(rest, MIN_SHARED_TOKENS, identical=True):
+            sub = [idx[m] for m in members]
+            seg = torch.tensor([list(self.rows[sub[0]][depth : depth + n])], device=self.device)
+            pos = torch.arange(depth, depth + n, device=self.device)[None]
+            out = self.model(input_ids=seg, position_ids=pos, use_cache=True,
+                             **self._cache(layers, 1), **self.last)
+            kept = plain_layers(cache_of(out))
+            if kept is None:
+                return False
+            if not self.node(sub, depth + n, [(x.keys, x.values) for x in kept],
+                             out.logits[:, -1:]):
+                return False
+            grouped.update(sub)
+        leaves = [i for i in idx if i not in grouped]
+        if leaves:
+            self._leaves(leaves, depth, layers, head)
+        return True
+
+    def _leaves(self, leaves: list[int], depth: int, layers: list[tuple[Any, Any]] | None,
+                head: torch.Tensor | None) -> None:
+        import torch
+
+        tails = [self.rows[i][depth:] for i in leaves]
+        width = max(len(t) for t in tails)
+        ids, attn = _padded(tails, width, self.pad)
+        ids, attn = ids.to(self.device), attn.to(self.device)
+        n = len(leaves)
+        attn = torch.cat([torch.ones((n, depth), dtype=attn.dtype, device=self.device), attn], 1)
+        pos = torch.arange(depth, depth + width, device=self.device).expand(n, -1)
+        skip = max(self.start - depth, 0)  # own positions before the first wanted column
+        keep = {"logits_to_keep": width - skip} if self.last else {}
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos,
+                         use_cache=layers is not None, **self._cache(layers, n), **keep)
+        logits = out.logits[:, -(width - skip):][:, :-1]
+        targets = ids[:, skip + 1:]
+        first = depth + skip
+        if head is not None and self.start < depth:
+            # the parent's last position scores this segment's first token
+            logits = torch.cat([head.expand(n, -1, -1), logits], dim=1)
+            targets = ids
+            first = depth - 1
+        logp = _select(logits, targets, self.temperature)
+        for r, i in enumerate(leaves):
+            self.out[i] = (first, logp[r, : max(len(self.rows[i]) - 1 - first, 0)])
 
 
 def token_logps(model: Any, rows: Sequence[Sequence[int]], prompt_lens: Sequence[int], *,
@@ -106,7 +162,7 @@ def token_logps(model: Any, rows: Sequence[Sequence[int]], prompt_lens: Sequence
         temperature: the sampling temperature the logits are divided by (0: none).
         keeps_logits: the forward takes ``logits_to_keep``.
         device: where the model's parameters are.
-        share: forward each run of identical prompts once (see the module docstring).
+        share: forward each shared start once (see :class:`_Tree`).
     """
     import torch
     import torch.nn.functional as F
@@ -115,26 +171,12 @@ def token_logps(model: Any, rows: Sequence[Sequence[int]], prompt_lens: Sequence
     cols = width - 1 - start
     kw = {"pad": pad, "temperature": temperature, "keeps_logits": keeps_logits,
           "device": device}
-    parts: list[tuple[list[int], torch.Tensor]] = []
-    groups = prefix_groups([r[:n] for r, n in zip(rows, prompt_lens, strict=True)],
-                           MIN_SHARED_TOKENS, identical=True) if share else []
-    alone = set(range(len(rows))) - {i for members, _ in groups for i in members}
-    for members, n in groups:
-        got = _shared(model, [rows[i] for i in members], n, **kw)
-        if got is None:
-            alone.update(members)
-            continue
-        # got's column 0 is column n - 1; the output starts at column ``start``
-        left = n - 1 - start
-        got = got[:, max(-left, 0):]
-        left = max(left, 0)
-        parts.append((members, F.pad(got, (left, cols - left - got.shape[1]))))
-    if alone:
-        lone = sorted(alone)
-        got = _plain(model, [rows[i] for i in lone], start, **kw)
-        parts.append((lone, F.pad(got, (0, cols - got.shape[1]))))
-    order = [i for idx, _ in parts for i in idx]
-    stacked = torch.cat([t for _, t in parts], dim=0)
-    inverse = torch.empty(len(order), dtype=torch.long)
-    inverse[torch.tensor(order)] = torch.arange(len(order))
-    return stacked[inverse.to(stacked.device)]
+    tree = _Tree(model, rows, prompt_lens, start=start, **kw) if share else None
+    if tree is not None and tree.node(list(range(len(rows))), 0, None, None):
+        out = []
+        for i in range(len(rows)):
+            first, got = tree.out[i]  # first >= start: no leaf returns earlier columns
+            out.append(F.pad(got[None], (first - start, cols - (first - start) - len(got))))
+        return torch.cat(out, dim=0)
+    got = _plain(model, rows, start, **kw)
+    return F.pad(got, (0, cols - got.shape[1]))

@@ -220,3 +220,61 @@ def test_alike_prompts_share_one_prefill_of_their_common_start(tiny_model, token
     for a, b in zip(shared, plain.generate(reqs, sampling), strict=True):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_batched_sampling_draws_from_the_tempered_top_p_distribution():
+    """Row by row frequencies match softmax(logits / T), cut to top-p, and a row's draw
+    depends only on its own generator."""
+    import torch
+
+    from gymhub.trainer.engines.hf import _sample
+
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, -3.0]] * 4000)
+    gens = [torch.Generator().manual_seed(i) for i in range(4000)]
+    drawn = _sample(logits, 0.8, 1.0, gens)
+    want = torch.softmax(logits[0] / 0.8, -1)
+    freq = torch.bincount(torch.tensor([t for t, _ in drawn]), minlength=5) / 4000
+    assert torch.allclose(freq, want, atol=0.03)
+    assert all(lp == pytest.approx(float(want[t].log()), abs=1e-5) for t, lp in drawn[:50])
+    cut = _sample(logits, 0.8, 0.7, [torch.Generator().manual_seed(i) for i in range(4000)])
+    kept = {t for t, _ in cut}
+    assert kept == {0, 1}  # 0.64 + 0.24 reach 0.7; the tail is never drawn
+    alone = _sample(logits[:1], 0.8, 1.0, [torch.Generator().manual_seed(7)])
+    assert alone[0][0] == drawn[7][0]
+    assert [t for t, _ in _sample(logits[:3], 0.0, 1.0, gens[:3])] == [0, 0, 0]
+
+
+def test_prefix_sharing_is_a_tree_system_prompt_then_each_schema(tiny_model, tokenizer):
+    pad = tokenizer.pad_token_id
+
+    def enc(text):
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    system = enc("<|im_start|>system\n" + "stone cloud apple " * 12)
+    schemas = [enc(" apple stone" * 20 + "<|im_end|>\n"), enc(" cloud" * 40 + "<|im_end|>\n")]
+    asks = [enc(f"<|im_start|>user\n{w}<|im_end|>\n<|im_start|>assistant\n")
+            for w in ("apple", "stone")]
+    reqs = [GenerationRequest(system + s + a, 4, seed=i)
+            for i, (s, a) in enumerate((s, a) for s in schemas for a in asks)]
+    engine = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad)
+    shapes = []
+    real = tiny_model.forward
+
+    def counting(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return real(*args, **kwargs)
+
+    sampling = SamplingConfig(temperature=1.0)
+    tiny_model.forward = counting
+    try:
+        shared = engine.generate(reqs, sampling)
+    finally:
+        del tiny_model.forward
+    # the common start once, then each schema once on top of it, then the questions
+    assert [b for b, _ in shapes[:3]] == [1, 1, 1] and shapes[0][1] >= len(system)
+    assert shapes[1][1] + shapes[2][1] >= sum(map(len, schemas)) - 2
+    assert shapes[3][0] == 4 and shapes[3][1] <= max(map(len, asks))
+    plain = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad, share_prefixes=False)
+    for a, b in zip(shared, plain.generate(reqs, sampling), strict=True):
+        assert a.token_ids == b.token_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)

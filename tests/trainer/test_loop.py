@@ -238,11 +238,12 @@ def test_shared_prompt_update_gives_the_padded_forwards_values_and_gradients(tmp
     def draw(n):
         return torch.randint(3, len(tokenizer), (n,), generator=g).tolist()
 
-    system = draw(36)
+    system, schema = draw(36), draw(40)
     rows = []
     for prompt, samples in [(system + draw(8), [4, 7, 2]), (draw(40), [5, 2]),
                             (system + draw(15), [3, 6]), (draw(12), [2, 3]),
-                            (system + draw(5), [6])]:
+                            (system + schema + draw(6), [3, 4, 2]),
+                            (system + schema + draw(9), [5]), (system + draw(5), [6])]:
         for n in samples:
             ids = prompt + draw(n)
             mask = [0] * len(prompt) + [1] * n
@@ -269,10 +270,10 @@ def test_shared_prompt_update_gives_the_padded_forwards_values_and_gradients(tmp
         results.append((logp.detach(), mask, grads, shapes))
     (a, mask_a, grads_a, shapes_a), (b, mask_b, grads_b, shapes_b) = results
     assert shapes_b == [(len(rows), max(len(t.ids) for t, _ in rows))]
-    # the system prompt once (six rows of three prompts), a repeated 40-token prompt
-    # once (two rows), the rest (short prompts) alone in one forward
-    assert shapes_a[:2] == [(1, 36), (6, 21)] and shapes_a[2][1] == 40
-    assert shapes_a[3][0] == 2 and shapes_a[-1][0] == 2 and len(shapes_a) == 5
+    # a prefix tree: the system prompt once, below it the schema once (four rows of two
+    # questions), a repeated 40-token prompt once; short prompts are leaves
+    assert (1, 36) in shapes_a and (1, 40) in shapes_a and shapes_a.count((1, 40)) == 2
+    assert sum(b * t for b, t in shapes_a) < 0.5 * sum(b * t for b, t in shapes_b)
     assert torch.equal(mask_a, mask_b)
     assert torch.allclose(a[mask_a], b[mask_b], atol=1e-5)
     for ga, gb in zip(grads_a, grads_b, strict=True):
