@@ -193,6 +193,12 @@ class GRPOConfig(BaseModel):
     micro_batch_size: int = Field(
         default=4, ge=1, description="Trajectories per forward/backward pass."
     )
+    updates_per_batch: int = Field(
+        default=1, ge=1, le=16,
+        description="Passes over each rollout batch (GRPO's mu, TRL's num_iterations): "
+        "more updates per generation; passes after the first are clipped against the "
+        "sampling policy's log-probabilities.",
+    )
     gradient_accumulation_steps: int = Field(
         default=0,
         ge=0,

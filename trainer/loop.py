@@ -472,6 +472,7 @@ class GRPOTrainer:
         # separate no-grad pass is paid only when several steps share one batch or TIS
         # needs pi_old before the first step.
         need_old = len(groups) > 1 or cfg.tis_cap is not None
+        passes = cfg.updates_per_batch
         old: list[Any] = []
         ref: list[Any] = []
         t_old = time.perf_counter()
@@ -487,13 +488,41 @@ class GRPOTrainer:
         self.model.train()
         totals = dict.fromkeys(zero, 0.0)
         totals["time_old_logprobs"] = time_old
+        # More passes over the batch (GRPO's mu, TRL's num_iterations) reuse the rollouts'
+        # cost; from the second pass on the clipped ratio against the first pass's
+        # log-probabilities (the sampling policy) bounds how far the policy moves.
+        for step in range(passes):
+            self._update_pass(groups, old, ref, need_old, step, totals)
+        self.optimizer.zero_grad(set_to_none=True)
+        t_sync = time.perf_counter()
+        self.engine.update_weights(self.model)
+        totals["time_weight_sync"] = time.perf_counter() - t_sync
+        totals["loss"] /= len(groups) * passes
+        for key in ("clip_low", "clip_high", "clip_delta", "kl", "ratio_mean"):
+            totals[key] /= passes
+        totals["trained_tokens"] /= passes
+        return totals
+
+    def _update_pass(self, groups: list[list[list[tuple[Trajectory, float]]]], old: list[Any],
+                     ref: list[Any], need_old: bool, pass_index: int,
+                     totals: dict[str, float]) -> None:
+        """One pass over the batch: an optimizer step per group of micro-batches."""
+        import torch
+
+        cfg = self.cfg
+        n_micro = sum(len(g) for g in groups)
         k = 0
         for group in groups:
             n_tokens = float(sum(sum(t.loss_mask) for m in group for t, _ in m))
             self.optimizer.zero_grad(set_to_none=True)
             for m in group:
                 logp, mask, eng, adv = self._logps(m)
-                old_lp = old[k] if need_old else logp.detach()
+                if need_old or pass_index > 0:
+                    old_lp = old[k]
+                else:  # one optimizer step on the batch: pi_old is the policy now, ratio 1
+                    old_lp = logp.detach()
+                    if cfg.updates_per_batch > 1:
+                        old.append(old_lp)
                 is_w = None
                 if cfg.tis_cap is not None:
                     is_w = truncated_importance_weights(old_lp, eng, mask, cap=cfg.tis_cap)
@@ -517,7 +546,7 @@ class GRPOTrainer:
                 loss.backward()  # type: ignore[no-untyped-call]
                 totals["loss"] += float(loss.item())
                 for key in ("clip_low", "clip_high", "clip_delta", "kl", "ratio_mean"):
-                    totals[key] += stats[key] / len(micro)
+                    totals[key] += stats[key] / n_micro
                 totals["trained_tokens"] += stats["tokens"]
                 k += 1
             clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
@@ -526,12 +555,6 @@ class GRPOTrainer:
             self.optimizer.step()
             self.scheduler.step()
             totals["updates"] += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        t_sync = time.perf_counter()
-        self.engine.update_weights(self.model)
-        totals["time_weight_sync"] = time.perf_counter() - t_sync
-        totals["loss"] /= len(groups)
-        return totals
 
     def _reference_logps(self, batch: list[tuple[Trajectory, float]]) -> Any:
         """Reference policy: the base model (adapters disabled) under LoRA."""

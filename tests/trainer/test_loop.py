@@ -279,3 +279,19 @@ def test_shared_prompt_update_gives_the_padded_forwards_values_and_gradients(tmp
     for ga, gb in zip(grads_a, grads_b, strict=True):
         assert torch.allclose(ga, gb, atol=1e-5, rtol=1e-4)
     assert any(ga.abs().sum() > 0 for ga in grads_a)
+
+
+def test_several_passes_over_a_batch_clip_against_the_sampling_policy(tmp_path, tokenizer):
+    """updates_per_batch = 3: three optimizer steps on one rollout batch, the later ones
+    with ratios away from 1 (against the first pass's log-probabilities), one weight push."""
+    one = _trainer(_cfg(tmp_path / "one", max_steps=1), tokenizer)
+    three = _trainer(_cfg(tmp_path / "three", max_steps=1, updates_per_batch=3), tokenizer)
+    m1, m3 = one.train()[0], three.train()[0]
+    assert m1["episodes"] == m3["episodes"] and m1["reward_mean"] == m3["reward_mean"]
+    if m1["updates"] == 0:
+        pytest.skip("this seed's batch had no advantage to learn from")
+    assert m1["updates"] == 1 and m3["updates"] == 3
+    assert m1["ratio_mean"] == pytest.approx(1.0) and m3["ratio_mean"] != pytest.approx(1.0)
+    assert three.engine.policy_version == one.engine.policy_version == 1
+    moved = [(p3 - p0).abs().sum().item() for p3, p0 in zip(three.params, one.params, strict=True)]
+    assert sum(moved) > 0
