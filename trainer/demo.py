@@ -150,7 +150,7 @@ def warmup(trainer: Any, *, steps: int, batch: int, lr: float, log: Any = print)
             mask[r, len(p) - 1 - start : len(p) - 1 - start + len(a)] = True
         loss = -(logp * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         losses.append(float(loss.item()))
         log(f"  warm-up step {step + 1}/{steps}: loss {losses[-1]:.3f}")

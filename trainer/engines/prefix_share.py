@@ -64,7 +64,7 @@ def prefix_groups(
             index[m] = g
     out: list[tuple[list[int], int]] = [([], length) for _, length in runs]
     for i, p in enumerate(prompts):
-        g = index.get(tuple(p))
-        if g is not None:
-            out[g][0].append(i)
+        at = index.get(tuple(p))
+        if at is not None:
+            out[at][0].append(i)
     return out
