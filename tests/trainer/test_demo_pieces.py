@@ -209,3 +209,24 @@ def test_warmup_loss_is_the_answers_cross_entropy(tokenizer):
         want = float(model(input_ids=ids, attention_mask=attn, labels=labels).loss)
     losses = warmup(trainer, steps=1, batch=4, lr=0.0, log=lambda _: None)
     assert losses[0] == pytest.approx(want, abs=1e-4)
+
+
+def test_paired_gain_and_the_validation_split():
+    from types import SimpleNamespace
+
+    from gymhub.trainer.demo import paired_gain, validation_split
+
+    before = SimpleNamespace(scores={"a": 0.0, "b": 1.0, "c": 0.0, "d": None, "e": 0.0})
+    after = SimpleNamespace(scores={"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 0.0})
+    mean, se, n = paired_gain(before, after)
+    assert n == 4 and mean == pytest.approx(0.5)  # the errored task is left out
+    assert se == pytest.approx((1 / 3) ** 0.5 / 2)  # sample s.d. of (1, 0, 1, 0) over sqrt(4)
+    tasks = [("sql-v0", f"t{i}") for i in range(20)]
+    trainer = SimpleNamespace(sampler=SimpleNamespace(tasks=list(tasks)))
+    val = validation_split(trainer, 5)
+    assert len(val) == 5 and not set(val) & set(trainer.sampler.tasks)
+    assert sorted(val + trainer.sampler.tasks) == sorted(tasks)
+    again = SimpleNamespace(sampler=SimpleNamespace(tasks=list(tasks)))
+    assert validation_split(again, 5) == val  # deterministic
+    with pytest.raises(ValueError, match="--tune"):
+        validation_split(SimpleNamespace(sampler=SimpleNamespace(tasks=tasks[:3])), 3)
