@@ -281,7 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .report import HeldOut, write_report
 
     stages = [("before training", before), ("after warm-up", mid), ("after GRPO", after)]
-    heldout = [HeldOut(label, r.mean, r.stderr, r.scored) for label, r in stages if r is not None]
+    # under --tune the bars are validation scores (training tasks kept out of the run)
+    heldout = [HeldOut(f"{label} ({what})" if args.tune else label, r.mean, r.stderr, r.scored)
+               for label, r in stages if r is not None]
     # Redrawn with the held-out scores, which the trainer's own end-of-run report lacks.
     plot = write_report(cfg.output_dir, history, config=cfg.to_dict(), heldout=heldout)["plot"]
     print(f"\n                      {what} score (mean ± s.e.)")

@@ -11,7 +11,9 @@ them. The gradient of every repeated copy flows back into the one shared pass, s
 values and gradients are those of the padded forward (tested to float tolerance) at
 roughly ``(P + G·C) / (G·(P + C))`` of its token work for a group.
 
-Rows that share no start with another take the plain padded forward. Models whose
+The equality holds with ``lora_dropout = 0`` (the default): with dropout on, the rows
+of a shared segment share one dropout mask. Rows that share no start with another take
+the plain padded forward. Models whose
 forward keeps no cache under training (gradient checkpointing) take it too.
 """
 

@@ -115,8 +115,9 @@ class GRPOTrainer:
         self.optimizer = torch.optim.AdamW(
             self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
         )
+        # the schedule counts optimizer steps: updates_per_batch of them per trainer step
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_lambda(cfg, max(cfg.max_steps, 1))
+            self.optimizer, lr_lambda(cfg, max(cfg.max_steps * cfg.updates_per_batch, 1))
         )
         self.out = Path(cfg.output_dir)
         self.step = 0

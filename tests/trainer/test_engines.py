@@ -278,3 +278,14 @@ def test_prefix_sharing_is_a_tree_system_prompt_then_each_schema(tiny_model, tok
     for a, b in zip(shared, plain.generate(reqs, sampling), strict=True):
         assert a.token_ids == b.token_ids
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_non_finite_logits_are_an_error_not_a_sample():
+    import torch
+
+    from gymhub.trainer.engines.hf import _sample
+
+    bad = torch.tensor([[0.0, float("nan"), 1.0]])
+    for temperature in (0.0, 1.0):
+        with pytest.raises(ValueError, match="non-finite"):
+            _sample(bad, temperature, 1.0, [torch.Generator().manual_seed(0)])

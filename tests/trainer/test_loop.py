@@ -295,3 +295,10 @@ def test_several_passes_over_a_batch_clip_against_the_sampling_policy(tmp_path, 
     assert three.engine.policy_version == one.engine.policy_version == 1
     moved = [(p3 - p0).abs().sum().item() for p3, p0 in zip(three.params, one.params, strict=True)]
     assert sum(moved) > 0
+
+
+def test_the_schedule_spans_every_pass_of_every_step(tmp_path, tokenizer):
+    trainer = _trainer(_cfg(tmp_path, max_steps=4, updates_per_batch=3, lr_schedule="linear"),
+                       tokenizer)
+    f = trainer.scheduler.lr_lambdas[0]
+    assert f(0) == 1.0 and f(6) == pytest.approx(0.5) and f(11) > 0.0

@@ -252,7 +252,8 @@ class TransformersEngine:
                                 position_ids=torch.arange(depth, depth + n, device=device)[None],
                                 use_cache=True, **kwargs)
             layers = plain_layers(cache_of(result))
-            if layers is None:  # a cache that cannot be cut and reused: no sharing
+            if layers is None:  # a cache that cannot be cut and reused: no sharing, ever
+                self.share_prefixes = False
                 return
             child = CachedPrefix(ids, [layer.keys for layer in layers],
                                  [layer.values for layer in layers], self.policy_version)
@@ -403,4 +404,6 @@ def _sample(
         if order is not None:
             toks = order.gather(-1, toks)
     lps = logp.gather(-1, toks)[:, 0]
+    if not bool(torch.isfinite(lps).all()):
+        raise ValueError("the model produced non-finite logits; nothing can be sampled")
     return list(zip(toks[:, 0].tolist(), lps.tolist(), strict=True))
