@@ -214,6 +214,8 @@ def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
     from gymhub.trainer.models import prepare_smollm2
     from gymhub.trainer.tiny import save_tiny
 
+    if choice == "none":
+        return None, "--demo-model none"
     if choice == "tiny":
         save_tiny(tmp)
         return tmp, "tiny Llama"
@@ -294,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
                         "a machine shared with other work")
     p.add_argument("--demo-model", default="auto",
                    help="model of the demo-step split: auto (SmolLM2 when prepared, else "
-                        "skipped), smollm2 (prepare it, downloading once), tiny, or a directory")
+                        "skipped), smollm2 (prepare it, downloading once), tiny, none (skip "
+                        "it), or a directory")
     p.add_argument("--demo-steps", type=int, default=2,
                    help="GRPO steps of the split; the last is reported (the first warms up)")
     p.add_argument("--compare-sharing", action="store_true",
