@@ -239,7 +239,7 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
     """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
 
     ``share=False`` turns off both shared starts (the engine's prefill of alike prompts'
-    common start, the update's forward of a group's prompt once) for the comparison.
+    common start, the update's forward of a group's prompt once).
 
     The tiny model's 400-token vocabulary spells the schema out in ~1,000 tokens, more
     than the demo's context budget, so for it the budget is raised (a check of the
@@ -254,6 +254,9 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
         "model": model_dir, "env_urls": [], "output_dir": tmp, "max_steps": steps,
         "progress": False, "report": False, "tensorboard": False, "save_trajectories": False,
         **({"max_context_tokens": 4096} if tiny else {}), "shared_prompt_update": share,
+        # every episode trains, so that the update is timed even when the untrained model
+        # scores alike across a group (dynamic sampling would then skip the update)
+        "dynamic_sampling": False,
     })
     with GRPOTrainer(cfg) as trainer:
         if hasattr(trainer.engine, "share_prefixes"):
@@ -261,6 +264,59 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
         metrics = [trainer.train_step() for _ in range(steps)]
         result = trainer.evaluate_tasks(trainer.eval_tasks[:EVAL_TASKS])
     return {**metrics[-1], "time_eval": result.seconds}
+
+
+def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 3) -> None:
+    """Shared starts on against off, alternated round by round on the same work.
+
+    The demo's first step (8 tasks x 4 samples): its rollouts generated with the engine's
+    prefix sharing on and off, then the update's forward and backward of those same
+    trajectories with the prefix-tree forward on and off (no optimizer step, so every
+    round computes the same thing), then a greedy evaluation of held-out tasks.
+    """
+    from pathlib import Path
+
+    from gymhub.trainer.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parent.parent / "examples" / "sql_demo.toml")
+    cfg = cfg.model_copy(update={
+        "model": model_dir, "env_urls": [], "output_dir": tmp, "progress": False,
+        "report": False, "tensorboard": False, "save_trajectories": False,
+        **({"max_context_tokens": 4096} if tiny else {}),
+    })
+    times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
+                                                 for k in ("generation", "update", "evaluation")}
+    with GRPOTrainer(cfg) as trainer:
+        tasks = trainer.sampler.next(cfg.tasks_per_step)
+        trajs: list[Trajectory] = []
+        for r in range(rounds):
+            for share in (True, False):
+                trainer.engine.share_prefixes = share  # type: ignore[attr-defined]
+                t = time.perf_counter()
+                trajs = trainer.rollout(tasks, group_size=cfg.group_size, seed=r, prefix="b:")
+                times["generation"][share].append(time.perf_counter() - t)
+        rows = [(t, 1.0) for t in trajs if t.generated_tokens > 0]
+        mb = cfg.micro_batch_size
+        trainer.model.train()
+        for _ in range(rounds):
+            for share in (True, False):
+                trainer.cfg = cfg.model_copy(update={"shared_prompt_update": share})
+                t = time.perf_counter()
+                for i in range(0, len(rows), mb):
+                    logp, mask, _, _ = trainer._logps(rows[i : i + mb])
+                    (logp * mask).sum().backward()  # type: ignore[no-untyped-call]
+                trainer.optimizer.zero_grad(set_to_none=True)
+                times["update"][share].append(time.perf_counter() - t)
+        held = trainer.eval_tasks[:EVAL_TASKS]
+        for _ in range(2):
+            for share in (True, False):
+                trainer.engine.share_prefixes = share  # type: ignore[attr-defined]
+                times["evaluation"][share].append(trainer.evaluate_tasks(held).seconds)
+    print(f"shared starts on / off, alternated ({rounds} rounds; evaluation 2), the demo's "
+          f"first step: {len(trajs)} episodes, {len(rows)} trained; {len(held)}-task evaluation")
+    for part, by in times.items():
+        on, off = statistics.median(by[True]), statistics.median(by[False])
+        print(f"  {part:10s}  on {on:7.2f} s   off {off:7.2f} s   on / off {on / off:.2f}x time")
 
 
 def print_demo_split(m: dict[str, float], label: str, steps: int) -> None:
@@ -301,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--demo-steps", type=int, default=2,
                    help="GRPO steps of the split; the last is reported (the first warms up)")
     p.add_argument("--compare-sharing", action="store_true",
-                   help="run the demo step again with shared starts off (engine and update)")
+                   help="also time the demo's first step and an evaluation with shared starts "
+                        "on and off, alternated")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -326,12 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             split = bench_demo_step(model_dir, tmp, args.demo_steps, tiny)
             print_demo_split(split, label, args.demo_steps)
             if args.compare_sharing:
-                off = bench_demo_step(model_dir, tmp, args.demo_steps, tiny, share=False)
-                print_demo_split(off, f"{label}, shared starts off", args.demo_steps)
-                for part, key in (("generation", "time_generate"), ("update", "time_update"),
-                                  ("step", "time_step"), (f"{EVAL_TASKS}-task evaluation",
-                                                          "time_eval")):
-                    print(f"  shared starts on / off, {part}: {split[key] / off[key]:.2f}x time")
+                bench_sharing(model_dir, tmp, tiny)
     r = bench_rollouts(tok)
     print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
     print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "
