@@ -266,7 +266,8 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
     return {**metrics[-1], "time_eval": result.seconds}
 
 
-def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 3) -> None:
+def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2,
+                  eval_rounds: int = 1) -> None:
     """Shared starts on against off, alternated round by round on the same work.
 
     The demo's first step (8 tasks x 4 samples): its rollouts generated with the engine's
@@ -308,12 +309,13 @@ def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 3)
                 trainer.optimizer.zero_grad(set_to_none=True)
                 times["update"][share].append(time.perf_counter() - t)
         held = trainer.eval_tasks[:EVAL_TASKS]
-        for _ in range(2):
+        for _ in range(eval_rounds):
             for share in (True, False):
                 trainer.engine.share_prefixes = share  # type: ignore[attr-defined]
                 times["evaluation"][share].append(trainer.evaluate_tasks(held).seconds)
-    print(f"shared starts on / off, alternated ({rounds} rounds; evaluation 2), the demo's "
-          f"first step: {len(trajs)} episodes, {len(rows)} trained; {len(held)}-task evaluation")
+    print(f"shared starts on / off, alternated ({rounds} rounds; evaluation {eval_rounds}), the "
+          f"demo's first step: {len(trajs)} episodes, {len(rows)} trained; {len(held)}-task "
+          "evaluation")
     for part, by in times.items():
         on, off = statistics.median(by[True]), statistics.median(by[False])
         print(f"  {part:10s}  on {on:7.2f} s   off {off:7.2f} s   on / off {on / off:.2f}x time")

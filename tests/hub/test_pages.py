@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -217,7 +218,14 @@ def live_hub(tmp_path_factory):
         out = gymhub("push", str(root / "word-ladder"), GYMHUB_HUB_URL=hub.url,
                      GYMHUB_HUB_TOKEN=token)
         assert out.returncode == 0, out.stdout + out.stderr
-        store = hub.store()  # what the hub's checker would record for it
+        store = hub.store()
+        # The hub checks the push itself in the background; its result must land before
+        # the fixed one below, or the newest result shown would depend on the machine's load.
+        deadline = time.monotonic() + 600
+        while store.latest_check("alice", "word-ladder", "0.1.0") is None:
+            assert time.monotonic() < deadline, "the hub's own check never finished"
+            time.sleep(0.5)
+        # what these tests expect the page to show
         store.record_check("alice", "word-ladder", "0.1.0", "passed", {
             "summary": "4 checks passed", "reason": "", "gold_score": 1.0, "noop_score": 0.0,
             "checks": [{"name": n, "ok": True, "ms": ms, "detail": ""} for n, ms in
