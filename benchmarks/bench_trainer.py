@@ -272,8 +272,9 @@ def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2,
 
     The demo's first step (8 tasks x 4 samples): its rollouts generated with the engine's
     prefix sharing on and off, then the update's forward and backward of those same
-    trajectories with the prefix-tree forward on and off (no optimizer step, so every
-    round computes the same thing), then a greedy evaluation of held-out tasks.
+    trajectories with the prefix-tree forward on (the demo's micro-batch) and off (one
+    group per micro-batch: the same work in less memory); no optimizer step, so every
+    round computes the same thing; then a greedy evaluation of held-out tasks.
     """
     from pathlib import Path
 
@@ -297,11 +298,13 @@ def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2,
                 trajs = trainer.rollout(tasks, group_size=cfg.group_size, seed=r, prefix="b:")
                 times["generation"][share].append(time.perf_counter() - t)
         rows = [(t, 1.0) for t in trajs if t.generated_tokens > 0]
-        mb = cfg.micro_batch_size
         trainer.model.train()
         for _ in range(rounds):
             for share in (True, False):
                 trainer.cfg = cfg.model_copy(update={"shared_prompt_update": share})
+                # the plain forward keeps every row's activations for the backward: 16
+                # rows of ~400 tokens need ~20 GB, so it runs a GRPO group at a time
+                mb = cfg.micro_batch_size if share else cfg.group_size
                 t = time.perf_counter()
                 for i in range(0, len(rows), mb):
                     logp, mask, _, _ = trainer._logps(rows[i : i + mb])
