@@ -165,6 +165,7 @@ class TransformersEngine:
         ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
         past, logits = self._prefill(requests, ids, attn, pos, taken, past_w)
         taken.clear()  # the batch cache is now the only copy of the prefixes
+        attn = _compact(past, attn)
         gens = self._generators(requests)
         stop_ids = set(sampling.stop_token_ids)
         gen_ids: list[list[int]] = [[] for _ in range(b)]
@@ -370,6 +371,36 @@ class TransformersEngine:
 
     def wake_up(self) -> None:
         """See :meth:`sleep`."""
+
+
+def _compact(past: Any, attn: torch.Tensor) -> torch.Tensor:
+    """Close the holes between each row's cached prefix and its suffix; the new mask.
+
+    Rows that reuse prefixes of different lengths (a prompt sharing only the system
+    prompt next to one sharing its schema too) leave padding between prefix and suffix,
+    and every decode step would attend over those columns. Each row's real columns are
+    moved, in order, to the right end of a cache as wide as the longest row (positions
+    are explicit, so nothing else changes). A cache that is not plain is left as it is.
+    """
+    import torch
+
+    counts = attn.sum(dim=1)
+    width = int(counts.max())
+    layers = plain_layers(past)
+    if width == attn.shape[1] or layers is None:
+        return attn
+    rows = [attn[row].nonzero()[:, 0] for row in range(attn.shape[0])]
+    for layer in layers:
+        for name in ("keys", "values"):
+            old = getattr(layer, name)
+            new = old.new_zeros((old.shape[0], old.shape[1], width, old.shape[3]))
+            for row, keep in enumerate(rows):
+                new[row, :, width - len(keep):] = old[row, :, keep]
+            setattr(layer, name, new)
+    out = torch.zeros((attn.shape[0], width), dtype=attn.dtype, device=attn.device)
+    for row, keep in enumerate(rows):
+        out[row, width - len(keep):] = 1
+    return out
 
 
 def _sample(
