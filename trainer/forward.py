@@ -12,9 +12,10 @@ values and gradients are those of the padded forward (tested to float tolerance)
 roughly ``(P + G·C) / (G·(P + C))`` of its token work for a group.
 
 The equality holds with ``lora_dropout = 0`` (the default): with dropout on, the rows
-of a shared segment share one dropout mask. Rows that share no start with another take
-the plain padded forward. Models whose
-forward keeps no cache under training (gradient checkpointing) take it too.
+of a shared segment share one dropout mask. The shared starts form a prefix tree (:class:`_Tree`);
+a micro-batch falls back to the plain padded forward when its model keeps no reusable
+cache under training (gradient checkpointing), and ``shared_prompt_update = false`` asks
+for it.
 """
 
 from __future__ import annotations
