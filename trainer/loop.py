@@ -419,8 +419,8 @@ class GRPOTrainer:
         positions before it carry no loss, and projecting them onto the vocabulary
         (``logits_to_keep``) and normalising there is most of the forward's memory and a
         large part of its time when prompts are long. Every loss is mask-weighted, so
-        dropping all-masked columns changes no value. Rows of one group share their
-        prompt's forward (:mod:`.forward`).
+        dropping all-masked columns changes no value. Shared prompt starts (a group's
+        prompt, a database's schema) are forwarded once (:mod:`.forward`).
         """
         import torch
 

@@ -59,6 +59,22 @@ def _prompts(tokenizer):
     ]
 
 
+def _generate_counting(engine, model, reqs, sampling):
+    """The engine's outputs, and the input shape of every forward it ran."""
+    shapes = []
+    real = model.forward
+
+    def counting(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return real(*args, **kwargs)
+
+    model.forward = counting
+    try:
+        return engine.generate(reqs, sampling), shapes
+    finally:
+        del model.forward
+
+
 def test_protocol_shape_and_budgets(engine_and_model, tokenizer):
     engine, _ = engine_and_model
     assert isinstance(engine, Engine)
@@ -154,18 +170,7 @@ def test_transformers_engine_prefills_a_shared_prompt_once(tiny_model, tokenizer
     p, q = _prompts(tokenizer)[:2]
     reqs = [GenerationRequest(p, 6, seed=1), GenerationRequest(p, 4, seed=2),
             GenerationRequest(q, 5, seed=3), GenerationRequest(p, 6, seed=4)]
-    rows = []
-    real = tiny_model.forward
-
-    def counting(*args, **kwargs):
-        rows.append(kwargs["input_ids"].shape)
-        return real(*args, **kwargs)
-
-    tiny_model.forward = counting
-    try:
-        together = engine.generate(reqs, SamplingConfig(temperature=1.0))
-    finally:
-        del tiny_model.forward
+    together, rows = _generate_counting(engine, tiny_model, reqs, SamplingConfig(temperature=1.0))
     assert rows[0][0] == 2 and all(shape[0] == 4 for shape in rows[1:])  # p once, q once
     for req, out in zip(reqs, together, strict=True):
         alone = engine.generate([req], SamplingConfig(temperature=1.0))[0]
@@ -199,20 +204,9 @@ def test_alike_prompts_share_one_prefill_of_their_common_start(tiny_model, token
             GenerationRequest(system + asks[1], 6, seed=3),
             GenerationRequest(system + asks[2], 4, seed=4),
             GenerationRequest(asks[0], 5, seed=5)]
-    shapes = []
-    real = tiny_model.forward
-
-    def counting(*args, **kwargs):
-        shapes.append(tuple(kwargs["input_ids"].shape))
-        return real(*args, **kwargs)
-
     sampling = SamplingConfig(temperature=1.0)
     engine = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad)
-    tiny_model.forward = counting
-    try:
-        shared = engine.generate(reqs, sampling)
-    finally:
-        del tiny_model.forward
+    shared, shapes = _generate_counting(engine, tiny_model, reqs, sampling)
     assert shapes[0][0] == 1 and shapes[0][1] >= len(system)  # the common start, once
     longest_tail = max(len(r.prompt_ids) - shapes[0][1] for r in reqs[:4])
     assert shapes[1] == (4, max(longest_tail, len(asks[0])))  # tails; the group's once
@@ -257,19 +251,8 @@ def test_prefix_sharing_is_a_tree_system_prompt_then_each_schema(tiny_model, tok
     reqs = [GenerationRequest(system + s + a, 4, seed=i)
             for i, (s, a) in enumerate((s, a) for s in schemas for a in asks)]
     engine = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad)
-    shapes = []
-    real = tiny_model.forward
-
-    def counting(*args, **kwargs):
-        shapes.append(tuple(kwargs["input_ids"].shape))
-        return real(*args, **kwargs)
-
     sampling = SamplingConfig(temperature=1.0)
-    tiny_model.forward = counting
-    try:
-        shared = engine.generate(reqs, sampling)
-    finally:
-        del tiny_model.forward
+    shared, shapes = _generate_counting(engine, tiny_model, reqs, sampling)
     # the common start once, then each schema once on top of it, then the questions
     assert [b for b, _ in shapes[:3]] == [1, 1, 1] and shapes[0][1] >= len(system)
     assert shapes[1][1] + shapes[2][1] >= sum(map(len, schemas)) - 2
