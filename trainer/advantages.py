@@ -8,6 +8,9 @@ action token of the trajectory. Choices made here, and why:
   rewards with a discount ``γ`` counted from the start of the episode:
   ``R = score + Σ_t γ^t r_t``. Per-turn normalisation by turn index is biased when the
   policy chooses when to stop, so per-turn signal enters only through the return.
+* **Partial credit** (off unless configured): ``+ Σ w_k · component_k`` of the
+  verifier's score, for verdicts that are all-or-nothing (see :func:`partial_credit`).
+  Only the learner's return changes; scores, evaluation and reports keep the verdict.
 * **Errored trajectories** (``Score.error`` set, no score, or a rollout failure) are not
   zeros. They are left out of the group statistics, get advantage 0 and a ``keep``
   flag of ``False`` (masked), and are counted.
@@ -27,9 +30,11 @@ Pure Python: no torch, so it is cheap to test and to reuse for offline rescoring
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from gymhub.errors import ConfigError
 
 __all__ = [
     "STD_EPS",
@@ -38,6 +43,7 @@ __all__ = [
     "RewardScaling",
     "broadcast_to_tokens",
     "compute_advantages",
+    "partial_credit",
     "trajectory_return",
 ]
 
@@ -64,6 +70,29 @@ def trajectory_return(
     if not use_turn_rewards:
         return float(score)
     return float(score) + sum(r * discount**t for t, r in enumerate(turn_rewards))
+
+
+def partial_credit(components: Mapping[str, float], weights: Mapping[str, float],
+                   where: str = "the score") -> float:
+    """Reward shaping from a score's components: ``Σ w_k · components[k]``.
+
+    A binary verdict gives a GRPO group no signal when all its samples fail alike;
+    a verifier's measures of how close a wrong answer came (``sql_match``'s ``runs``
+    and ``rows``) do. The weights come from the config, so a name the verifier does
+    not report is a configuration mistake, raised rather than read as 0.
+
+    Raises:
+        ConfigError: a weighted component is missing from ``components``.
+    """
+    total = 0.0
+    for name, weight in weights.items():
+        if name not in components:
+            raise ConfigError(
+                f"partial_credit weights component {name!r}, which {where} does not report "
+                f"(it has: {', '.join(sorted(components)) or 'none'})"
+            )
+        total += weight * float(components[name])
+    return total
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import tomllib
 import types
 import typing
@@ -241,6 +242,12 @@ class GRPOConfig(BaseModel):
     mask_truncated: bool = Field(
         default=False, description="Mask episodes that hit a budget from the loss."
     )
+    partial_credit: dict[str, float] = Field(
+        default_factory=dict,
+        description="Reward shaping: weights of the verifier's score components added to "
+        "the return, e.g. {runs = 0.1, rows = 0.3} for sql_match; evaluation still uses "
+        "the score. A name the score lacks is an error.",
+    )
     use_turn_rewards: bool = Field(
         default=False, description="Add per-turn rewards to the final score in the return."
     )
@@ -326,6 +333,9 @@ class GRPOConfig(BaseModel):
     def _cross_field_rules(self) -> Self:
         if self.delta is not None and self.delta <= 1.0 + self.epsilon_high:
             raise ValueError(f"delta must exceed 1 + epsilon_high = {1 + self.epsilon_high}")
+        bad = {k: v for k, v in self.partial_credit.items() if not (k and math.isfinite(v))}
+        if bad:
+            raise ValueError(f"partial_credit needs component names and finite weights, got {bad}")
         if self.engine == "vllm-server" and not self.engine_url:
             raise ValueError("engine 'vllm-server' needs engine_url")
         if self.engine != "transformers" and not (

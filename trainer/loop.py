@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gymhub.errors import ConfigError
 from gymhub.hub.lock import env_digests
 
-from .advantages import Outcome, compute_advantages, trajectory_return
+from .advantages import Outcome, compute_advantages, partial_credit, trajectory_return
 from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
 from .chat import ChatRenderer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -283,6 +283,19 @@ class GRPOTrainer:
             )
         )
 
+    def _return(self, t: Trajectory) -> float | None:
+        """A trajectory's return: score, turn rewards, partial credit (``None``: errored)."""
+        if t.value is None:
+            return None
+        cfg = self.cfg
+        ret = trajectory_return(t.value, t.turn_rewards, use_turn_rewards=cfg.use_turn_rewards,
+                                discount=cfg.discount)
+        if cfg.partial_credit and t.score is not None:
+            # an unscored (truncated) episode earns no partial credit either
+            ret += partial_credit(t.score.components, cfg.partial_credit,
+                                  where=f"{t.env_id}'s score")
+        return ret
+
     def train_step(self) -> dict[str, float]:
         """One GRPO step; appends and returns its metrics."""
         cfg = self.cfg
@@ -298,21 +311,7 @@ class GRPOTrainer:
         )
         t1 = time.perf_counter()
         starved = self._check_context(trajs)
-        outcomes = [
-            Outcome(
-                t.group,
-                None
-                if t.value is None
-                else trajectory_return(
-                    t.value,
-                    t.turn_rewards,
-                    use_turn_rewards=cfg.use_turn_rewards,
-                    discount=cfg.discount,
-                ),
-                t.truncated,
-            )
-            for t in trajs
-        ]
+        outcomes = [Outcome(t.group, self._return(t), t.truncated) for t in trajs]
         adv = compute_advantages(
             outcomes,
             scaling=cfg.reward_scaling,
@@ -336,6 +335,8 @@ class GRPOTrainer:
         metrics: dict[str, float] = {
             "step": float(self.step),
             "reward_mean": sum(values) / len(values) if values else 0.0,
+            "return_mean": (sum(o.value for o in outcomes if o.value is not None)
+                            / max(1, sum(o.value is not None for o in outcomes))),
             "episodes": float(len(trajs)),
             "truncated": float(sum(t.truncated for t in trajs)),
             "parse_errors": float(sum(t.parse_errors for t in trajs)),

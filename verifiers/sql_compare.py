@@ -32,7 +32,7 @@ from typing import Any
 from gymhub.sandbox.sql import QueryResult
 from gymhub.sandbox.sql.types import iter_words
 
-__all__ = ["compare_results", "has_top_level_order_by", "normalize_value"]
+__all__ = ["compare_results", "has_top_level_order_by", "normalize_value", "row_overlap"]
 
 Row = tuple[Any, ...]
 
@@ -145,6 +145,29 @@ def compare_results(
         if _rows_match(g, permuted, order, float_tol)[0]:
             return True, "match (columns in a different order)"
     return False, reason + ("" if tried == 0 else " (no column order matches either)")
+
+
+def row_overlap(gold: QueryResult, candidate: QueryResult, *, float_tol: float) -> float:
+    """Partial credit in [0, 1]: the F1 of the two results' rows, as multisets.
+
+    A match is all-or-nothing, so a learner gets no signal from a query that returns
+    most of the right rows or the right rows with an extra column. This measures how
+    close a wrong result came: each row is compared as the multiset of its values
+    (column order and names ignored; numbers rounded as the tolerance allows), and
+    rows, duplicates counted, are matched between the two results; two empty results
+    overlap fully. It is never a verdict: 1.0 does not mean the query is right (order,
+    extra columns and perturbed copies are not looked at).
+    """
+    g = Counter(_value_bag(r, float_tol) for r in gold.rows)
+    c = Counter(_value_bag(r, float_tol) for r in candidate.rows)
+    total = sum(g.values()) + sum(c.values())
+    if total == 0:
+        return 1.0
+    return 2 * sum((g & c).values()) / total
+
+
+def _value_bag(row: Sequence[Any], tol: float) -> tuple[tuple[int, Any], ...]:
+    return tuple(sorted(_coarse_key(tuple(normalize_value(v) for v in row), tol)))
 
 
 def _count(n: int, noun: str) -> str:

@@ -27,6 +27,11 @@ so the gold query runs once per database however often candidates are scored.
 The candidate's failures (syntax, refused write, timeout, oversized text, a non-text
 submission) are a 0 with a reason; failures of the judge itself (gold query broken,
 database unavailable, bad state) are ``Score.error``, which the learner masks.
+
+Components: ``fixture`` and ``perturbed`` (where it matched), and two measures of how
+close a wrong query came, which a learner may add to its reward (``partial_credit``
+in the trainer's config) but which never change the score: ``runs`` (it ran on the
+fixture) and ``rows`` (the F1 of its rows against the gold rows there).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from gymhub.types import Score
 
 from .core import SpecReader, VerifyFn, verifier_kind
 from .golden import GoldenCase
-from .sql_compare import compare_results, has_top_level_order_by
+from .sql_compare import compare_results, has_top_level_order_by, row_overlap
 
 __all__ = ["GOLD_CACHE_SIZE", "PRESETS"]
 
@@ -118,8 +123,9 @@ def build_sql_match(spec: SpecReader) -> VerifyFn:
         cache.put(cache_key, result)
         return result
 
-    def check_one(source: DatabaseSource, task: Any, sql: str) -> tuple[bool, str, bool]:
-        """``(match, reason, candidate_failed)`` on one database."""
+    def check_one(source: DatabaseSource, task: Any,
+                  sql: str) -> tuple[bool, str, bool, float]:
+        """``(match, reason, candidate_failed, row overlap)`` on one database."""
         db = source.open()
         try:
             gold_sql = _gold_sql(task, db.dialect)
@@ -127,14 +133,15 @@ def build_sql_match(spec: SpecReader) -> VerifyFn:
             try:
                 cand = db.query(sql, max_rows=max_rows, timeout_s=timeout_s, count_cap=max_rows)
             except QueryError as exc:
-                return False, f"candidate query failed ({exc.kind}): {exc}", True
+                return False, f"candidate query failed ({exc.kind}): {exc}", True, 0.0
             if cand.truncated:
-                return False, f"candidate returned more than {max_rows:,} rows", False
+                return False, f"candidate returned more than {max_rows:,} rows", False, 0.0
             ordered = order_mode == "strict" or (
                 order_mode == "auto" and has_top_level_order_by(gold_sql))
             ok, reason = compare_results(gold, cand, order=ordered, bag=bag,
                                          column_perm=column_perm, float_tol=float_tol)
-            return ok, reason, False
+            overlap = 1.0 if ok else row_overlap(gold, cand, float_tol=float_tol)
+            return ok, reason, False, overlap
         finally:
             db.close()
 
@@ -150,7 +157,7 @@ def build_sql_match(spec: SpecReader) -> VerifyFn:
         results: list[dict[str, Any]] = []
         for i, source in enumerate(sources):
             try:
-                ok, reason, failed = check_one(source, task, submission)
+                ok, reason, failed, overlap = check_one(source, task, submission)
             except _GoldFailed as exc:
                 return Score.failed(str(exc), key=source.key)
             except (BackendError, _NoGold) as exc:
@@ -159,10 +166,11 @@ def build_sql_match(spec: SpecReader) -> VerifyFn:
                 return Score.failed(f"cannot use database {source.key}: "
                                     f"{type(exc).__name__}: {exc}", key=source.key)
             results.append({"key": source.key, "role": _role(source, i), "match": ok,
-                            "reason": reason})
+                            "reason": reason, "ran": not failed, "rows": overlap})
             if failed:  # the same text fails the same way everywhere: skip the rest
                 results.extend({"key": s.key, "role": _role(s, j), "match": False,
-                                "reason": "skipped (the candidate query failed)"}
+                                "reason": "skipped (the candidate query failed)",
+                                "ran": False, "rows": 0.0}
                                for j, s in enumerate(sources[i + 1:], i + 1))
                 return _score(results, reason)
         return _score(results, None)
@@ -204,11 +212,20 @@ def _role(source: DatabaseSource, index: int) -> str:
 
 
 def _components(results: list[dict[str, Any]]) -> dict[str, float]:
+    """The verdict's parts, and partial credit a learner may shape its reward with.
+
+    ``fixture``/``perturbed``: matched there (the score needs both). ``runs``: the
+    query ran on the fixture. ``rows``: the F1 of its rows against the gold rows on
+    the fixture (:func:`.sql_compare.row_overlap`). Neither of the last two is a
+    verdict: they say how close a wrong query came.
+    """
     fixture = [r for r in results if r["role"] == "fixture"] or results[:1]
     perturbed = [r for r in results if r not in fixture]
     fix = 1.0 if all(r["match"] for r in fixture) else 0.0
     pert = sum(r["match"] for r in perturbed) / len(perturbed) if perturbed else fix
-    return {"fixture": fix, "perturbed": pert}
+    runs = 1.0 if all(r.get("ran", False) for r in fixture) else 0.0
+    rows = min(float(r.get("rows", 0.0)) for r in fixture)
+    return {"fixture": fix, "perturbed": pert, "runs": runs, "rows": rows}
 
 
 def _score(results: list[dict[str, Any]], reason: str | None) -> Score:
@@ -230,8 +247,8 @@ def _score(results: list[dict[str, Any]], reason: str | None) -> Score:
 
 
 def _zero(sources: list[DatabaseSource], reason: str) -> Score:
-    results = [{"key": s.key, "role": _role(s, i), "match": False, "reason": reason}
-               for i, s in enumerate(sources)]
+    results = [{"key": s.key, "role": _role(s, i), "match": False, "reason": reason,
+                "ran": False, "rows": 0.0} for i, s in enumerate(sources)]
     return Score(0.0, components=_components(results), details={"reason": reason,
                                                                 "databases": results})
 

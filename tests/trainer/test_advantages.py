@@ -4,10 +4,12 @@ import math
 
 import pytest
 
+from gymhub.errors import ConfigError
 from gymhub.trainer.advantages import (
     Outcome,
     broadcast_to_tokens,
     compute_advantages,
+    partial_credit,
     trajectory_return,
 )
 
@@ -105,3 +107,11 @@ def test_trajectory_return_and_broadcast():
     assert trajectory_return(1.0, [0.5, 0.5]) == 1.0
     assert trajectory_return(1.0, [0.5, 0.5], use_turn_rewards=True, discount=0.5) == 1.75
     assert broadcast_to_tokens(0.7, [0, 1, 1, 0]) == [0.0, 0.7, 0.7, 0.0]
+
+
+def test_partial_credit_weights_components_and_refuses_missing_ones():
+    comps = {"fixture": 0.0, "runs": 1.0, "rows": 0.5}
+    assert partial_credit(comps, {}) == 0.0
+    assert partial_credit(comps, {"runs": 0.1, "rows": 0.4}) == pytest.approx(0.3)
+    with pytest.raises(ConfigError, match=r"'colums'.*it has: fixture, rows, runs"):
+        partial_credit(comps, {"colums": 1.0})

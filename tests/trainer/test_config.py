@@ -154,3 +154,11 @@ def test_device_is_validated_and_a_missing_gpu_is_a_clear_error():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="sees no GPU"):
             resolve_device("cuda:0")
+
+
+@pytest.mark.parametrize("weights", [{"rows": float("nan")}, {"": 0.1}, {"runs": float("inf")}])
+def test_partial_credit_needs_names_and_finite_weights(weights):
+    with pytest.raises(ConfigError, match="partial_credit needs"):
+        GRPOConfig(model="tiny", env_ids=["sql-v0"], partial_credit=weights)
+    cfg = load_config(None, ["--partial-credit", '{"runs": 0.1, "rows": 0.3}'])
+    assert cfg.partial_credit == {"runs": 0.1, "rows": 0.3}

@@ -11,6 +11,7 @@ pytest.importorskip("peft")
 
 from gymhub.envs import TextEnv  # noqa: E402
 from gymhub.envs.tasks import Task  # noqa: E402
+from gymhub.errors import ConfigError  # noqa: E402
 from gymhub.trainer.backends import InProcessBackend  # noqa: E402
 from gymhub.trainer.cli import main  # noqa: E402
 from gymhub.trainer.config import GRPOConfig  # noqa: E402
@@ -302,3 +303,34 @@ def test_the_schedule_spans_every_pass_of_every_step(tmp_path, tokenizer):
                        tokenizer)
     f = trainer.scheduler.lr_lambdas[0]
     assert f(0) == 1.0 and f(6) == pytest.approx(0.5) and f(11) > 0.0
+
+
+class NearMissEnv(ParityEnv):
+    """Never right (score 0), but reports how long the answer was as a component."""
+
+    def _step(self, action):
+        score = Score(value=0.0, components={"length": len(action.content) / 10})
+        return StepResult([Message(role="user", content="ok")], 0.0, True, False, {"score": score})
+
+
+def test_partial_credit_shapes_the_return_not_the_score(tmp_path, tokenizer):
+    def step(**kw):
+        cfg = _cfg(tmp_path, max_steps=1, dynamic_sampling=True, **kw)
+        trainer = _trainer(cfg, tokenizer, lambda env_id, **_: NearMissEnv())
+        return trainer.train()[0]
+
+    plain = step()
+    # every group scored alike: nothing to learn from, nothing updated
+    assert plain["reward_mean"] == 0.0 and plain["return_mean"] == 0.0
+    assert plain["adv/kept"] == 0 and plain["updates"] == 0
+    shaped = step(partial_credit={"length": 2.0})
+    # the verdict is unchanged; the return carries the component, so groups differ
+    assert shaped["reward_mean"] == 0.0 and shaped["return_mean"] > 0.0
+    assert shaped["adv/kept"] > 0 and shaped["updates"] >= 1
+
+
+def test_partial_credit_names_a_component_the_score_lacks(tmp_path, tokenizer):
+    cfg = _cfg(tmp_path, max_steps=1, partial_credit={"rows": 0.5})
+    trainer = _trainer(cfg, tokenizer, lambda env_id, **_: NearMissEnv())
+    with pytest.raises(ConfigError, match=r"'rows'.*parity-v0's score.*it has: length"):
+        trainer.train_step()

@@ -11,7 +11,7 @@ import pytest
 from gymhub.errors import SpecError
 from gymhub.sandbox.sql import QueryResult, SqliteDatabase, SqliteImageSource
 from gymhub.verifiers import compile
-from gymhub.verifiers.sql_compare import compare_results, has_top_level_order_by
+from gymhub.verifiers.sql_compare import compare_results, has_top_level_order_by, row_overlap
 
 SCHEMA = """
 CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT, email TEXT);
@@ -219,14 +219,14 @@ def test_fixture_only_match_is_reported(state: list[SqliteImageSource]) -> None:
     score = verifier("SELECT name FROM customers WHERE id IN (1, 3)",
                      task("SELECT name FROM customers WHERE city = 'Paris'"), state)
     assert score.value == 0.0
-    assert score.components == {"fixture": 1.0, "perturbed": 0.0}
+    assert score.components == {"fixture": 1.0, "perturbed": 0.0, "runs": 1.0, "rows": 1.0}
     assert "matches the fixture but not 2 of 2 perturbed" in score.details["reason"]
     dbs = score.details["databases"]
     assert [d["match"] for d in dbs] == [True, False, False]
     assert {"key", "match", "reason"} <= set(dbs[0])
     good = verifier("SELECT name FROM customers WHERE city = 'Paris'",
                     task("SELECT name FROM customers WHERE city = 'Paris'"), state)
-    assert good.components == {"fixture": 1.0, "perturbed": 1.0}
+    assert good.components == {"fixture": 1.0, "perturbed": 1.0, "runs": 1.0, "rows": 1.0}
     assert good.details["reason"] == "match on all 3 database(s)"
 
 
@@ -235,7 +235,8 @@ def test_partial_perturbed_fraction(state: list[SqliteImageSource]) -> None:
     score = compile({"type": "sql_match"})(
         "SELECT count(*) FROM orders WHERE amount > 0.05 AND id < 8",
         task("SELECT count(*) FROM orders"), state)
-    assert score.value == 0.0 and score.components == {"fixture": 1.0, "perturbed": 0.5}
+    assert score.value == 0.0
+    assert score.components == {"fixture": 1.0, "perturbed": 0.5, "runs": 1.0, "rows": 1.0}
 
 
 @pytest.mark.parametrize(("submission", "reason"), [
@@ -255,7 +256,7 @@ def test_bad_candidates_score_zero_with_reason(state: list[SqliteImageSource], s
     score = compile({"type": "sql_match"})(submission, task("SELECT name FROM customers"), state)
     assert score.ok and score.value == 0.0
     assert reason in score.details["reason"]
-    assert score.components == {"fixture": 0.0, "perturbed": 0.0}
+    assert score.components == {"fixture": 0.0, "perturbed": 0.0, "runs": 0.0, "rows": 0.0}
     assert all(not d["match"] for d in score.details["databases"])
 
 
@@ -482,3 +483,45 @@ def test_compare_column_permutation_search() -> None:
 ])
 def test_has_top_level_order_by(sql: str, ordered: bool) -> None:
     assert has_top_level_order_by(sql) is ordered
+
+
+@pytest.mark.parametrize(("candidate", "runs", "rows"), [
+    # Ann and Cid live in Paris on the fixture: one of the two rows, no extra ones
+    ("SELECT name FROM customers WHERE name = 'Ann'", 1.0, 2 / 3),
+    # both gold rows plus the others: recall 1, precision below
+    ("SELECT name FROM customers", 1.0, None),
+    # the right rows with an extra column share no row (a row is all its values)
+    ("SELECT name, city FROM customers WHERE city = 'Paris'", 1.0, 0.0),
+    # the same rows in another order (the gold does not order)
+    ("SELECT name FROM customers WHERE city = 'Paris' ORDER BY name DESC", 1.0, 1.0),
+    ("SELECT nme FROM customers", 0.0, 0.0),
+])
+def test_partial_credit_components(state: list[SqliteImageSource], candidate: str, runs: float,
+                                   rows: float | None) -> None:
+    gold = "SELECT name FROM customers WHERE city = 'Paris'"
+    score = compile({"type": "sql_match"})(candidate, task(gold), state)
+    assert score.components["runs"] == runs
+    if rows is None:  # F1 of 2 gold rows within all the fixture's customers
+        n = len(state[0].open().query("SELECT * FROM customers").rows)
+        rows = 2 * 2 / (2 + n)
+    assert score.components["rows"] == pytest.approx(rows)
+    # partial credit never changes the verdict
+    assert score.value == (1.0 if rows == 1.0 else 0.0)
+
+
+def test_row_overlap_counts_duplicates_ignores_column_order_and_float_noise() -> None:
+    def result(*rows: tuple[Any, ...]) -> QueryResult:
+        return QueryResult(columns=("a", "b"), rows=tuple(rows), row_count=len(rows),
+                           more=False, truncated=False, elapsed_ms=0.0)
+
+    gold = result((1, "x"), (1, "x"), (2.5, None))
+    assert row_overlap(gold, gold, float_tol=1e-6) == 1.0
+    # columns swapped, a float off by noise: still the same rows
+    assert row_overlap(gold, result(("x", 1), ("x", 1.0), (None, 2.5 + 1e-9)),
+                       float_tol=1e-6) == 1.0
+    # one of the duplicates missing: 2 shared rows of 3 + 2
+    assert row_overlap(gold, result((1, "x"), (2.5, None)), float_tol=1e-6) == pytest.approx(0.8)
+    assert row_overlap(gold, result(), float_tol=1e-6) == 0.0
+    assert row_overlap(result(), result(), float_tol=1e-6) == 1.0
+    # strings never equal numbers
+    assert row_overlap(result((1, "2")), result(("1", 2)), float_tol=1e-6) == 0.0
