@@ -234,12 +234,8 @@ def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
     return choice, choice
 
 
-def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
-                    share: bool = True) -> dict[str, float]:
-    """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
-
-    ``share=False`` turns off both shared starts (the engine's prefill of alike prompts'
-    common start, the update's forward of a group's prompt once).
+def _demo_cfg(model_dir: str, tmp: str, tiny: bool, **update: object) -> GRPOConfig:
+    """``examples/sql_demo.toml`` in-process, quiet, with ``update`` applied.
 
     The tiny model's 400-token vocabulary spells the schema out in ~1,000 tokens, more
     than the demo's context budget, so for it the budget is raised (a check of the
@@ -250,14 +246,24 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
     from gymhub.trainer.config import load_config
 
     cfg = load_config(Path(__file__).resolve().parent.parent / "examples" / "sql_demo.toml")
-    cfg = cfg.model_copy(update={
-        "model": model_dir, "env_urls": [], "output_dir": tmp, "max_steps": steps,
-        "progress": False, "report": False, "tensorboard": False, "save_trajectories": False,
-        **({"max_context_tokens": 4096} if tiny else {}), "shared_prompt_update": share,
-        # every episode trains, so that the update is timed even when the untrained model
-        # scores alike across a group (dynamic sampling would then skip the update)
-        "dynamic_sampling": False,
+    return cfg.model_copy(update={
+        "model": model_dir, "env_urls": [], "output_dir": tmp, "progress": False,
+        "report": False, "tensorboard": False, "save_trajectories": False,
+        **({"max_context_tokens": 4096} if tiny else {}), **update,
     })
+
+
+def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
+                    share: bool = True) -> dict[str, float]:
+    """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
+
+    ``share=False`` turns off both shared starts (the engine's prefill of alike prompts'
+    common start, the update's forward of a group's prompt once).
+    """
+    # every episode trains, so that the update is timed even when the untrained model
+    # scores alike across a group (dynamic sampling would then skip the update)
+    cfg = _demo_cfg(model_dir, tmp, tiny, max_steps=steps, shared_prompt_update=share,
+                    dynamic_sampling=False)
     with GRPOTrainer(cfg) as trainer:
         if hasattr(trainer.engine, "share_prefixes"):
             trainer.engine.share_prefixes = share
@@ -276,16 +282,7 @@ def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2,
     group per micro-batch: the same work in less memory); no optimizer step, so every
     round computes the same thing; then a greedy evaluation of held-out tasks.
     """
-    from pathlib import Path
-
-    from gymhub.trainer.config import load_config
-
-    cfg = load_config(Path(__file__).resolve().parent.parent / "examples" / "sql_demo.toml")
-    cfg = cfg.model_copy(update={
-        "model": model_dir, "env_urls": [], "output_dir": tmp, "progress": False,
-        "report": False, "tensorboard": False, "save_trajectories": False,
-        **({"max_context_tokens": 4096} if tiny else {}),
-    })
+    cfg = _demo_cfg(model_dir, tmp, tiny)
     times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
                                                  for k in ("generation", "update", "evaluation")}
     with GRPOTrainer(cfg) as trainer:
@@ -319,6 +316,36 @@ def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2,
     print(f"shared starts on / off, alternated ({rounds} rounds; evaluation {eval_rounds}), the "
           f"demo's first step: {len(trajs)} episodes, {len(rows)} trained; {len(held)}-task "
           "evaluation")
+    for part, by in times.items():
+        on, off = statistics.median(by[True]), statistics.median(by[False])
+        print(f"  {part:10s}  on {on:7.2f} s   off {off:7.2f} s   on / off {on / off:.2f}x time")
+
+
+def bench_room(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2) -> None:
+    """Decoding into reserved cache room against growing the cache by copies.
+
+    The engine's ``reserve_room`` on and off, alternated round by round on the same work:
+    the demo's first step's rollouts (its tasks, group size and sampling), then a greedy
+    evaluation of held-out tasks. The samples are the same either way (tested); only
+    the time differs.
+    """
+    cfg = _demo_cfg(model_dir, tmp, tiny)
+    times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
+                                                 for k in ("generation", "evaluation")}
+    with GRPOTrainer(cfg) as trainer:
+        tasks = trainer.sampler.next(cfg.tasks_per_step)
+        held = trainer.eval_tasks[:EVAL_TASKS]
+        trainer.rollout(tasks, group_size=cfg.group_size, seed=0, prefix="w:")  # warm-up
+        for r in range(rounds):
+            for room in (True, False):
+                trainer.engine.reserve_room = room  # type: ignore[attr-defined]
+                t = time.perf_counter()
+                trainer.rollout(tasks, group_size=cfg.group_size, seed=r, prefix="b:")
+                times["generation"][room].append(time.perf_counter() - t)
+                times["evaluation"][room].append(trainer.evaluate_tasks(held).seconds)
+    print(f"decoding into reserved KV-cache room on / off, alternated ({rounds} rounds): the "
+          f"demo's first step ({cfg.tasks_per_step} tasks x {cfg.group_size} samples) and a "
+          f"{len(held)}-task evaluation")
     for part, by in times.items():
         on, off = statistics.median(by[True]), statistics.median(by[False])
         print(f"  {part:10s}  on {on:7.2f} s   off {off:7.2f} s   on / off {on / off:.2f}x time")
@@ -364,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-sharing", action="store_true",
                    help="also time the demo's first step and an evaluation with shared starts "
                         "on and off, alternated")
+    p.add_argument("--compare-room", action="store_true",
+                   help="also time the demo's first step and an evaluation with the engine's "
+                        "reserved KV-cache room on and off, alternated")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -389,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             print_demo_split(split, label, args.demo_steps)
             if args.compare_sharing:
                 bench_sharing(model_dir, tmp, tiny)
+            if args.compare_room:
+                bench_room(model_dir, tmp, tiny)
     r = bench_rollouts(tok)
     print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
     print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "

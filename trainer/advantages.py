@@ -78,18 +78,22 @@ def partial_credit(components: Mapping[str, float], weights: Mapping[str, float]
 
     A binary verdict gives a GRPO group no signal when all its samples fail alike;
     a verifier's measures of how close a wrong answer came (``sql_match``'s ``runs``
-    and ``rows``) do. The weights come from the config, so a name the verifier does
-    not report is a configuration mistake, raised rather than read as 0.
+    and ``rows``) do. A score without components (an episode truncated before it
+    submitted anything: nothing was judged) earns none. The weights come from the
+    config, so a name that a judged score lacks is a configuration mistake, raised
+    rather than read as 0.
 
     Raises:
-        ConfigError: a weighted component is missing from ``components``.
+        ConfigError: a weighted component is missing from non-empty ``components``.
     """
+    if not components:
+        return 0.0
     total = 0.0
     for name, weight in weights.items():
         if name not in components:
             raise ConfigError(
                 f"partial_credit weights component {name!r}, which {where} does not report "
-                f"(it has: {', '.join(sorted(components)) or 'none'})"
+                f"(it has: {', '.join(sorted(components))})"
             )
         total += weight * float(components[name])
     return total

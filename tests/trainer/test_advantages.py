@@ -112,6 +112,7 @@ def test_trajectory_return_and_broadcast():
 def test_partial_credit_weights_components_and_refuses_missing_ones():
     comps = {"fixture": 0.0, "runs": 1.0, "rows": 0.5}
     assert partial_credit(comps, {}) == 0.0
+    assert partial_credit({}, {"runs": 0.1}) == 0.0  # nothing judged (truncated): no credit
     assert partial_credit(comps, {"runs": 0.1, "rows": 0.4}) == pytest.approx(0.3)
     with pytest.raises(ConfigError, match=r"'colums'.*it has: fixture, rows, runs"):
         partial_credit(comps, {"colums": 1.0})

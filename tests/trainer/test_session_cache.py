@@ -83,11 +83,13 @@ def _obs(tokenizer, word):
                             "<|im_start|>assistant\n", add_special_tokens=False)
 
 
-def test_cached_turns_equal_the_uncached_engine(tiny_model, tokenizer):
+@pytest.mark.parametrize("room", [True, False], ids=["room reserved", "cache grown by copies"])
+def test_cached_turns_equal_the_uncached_engine(tiny_model, tokenizer, room):
     """Sessions of different lengths, one leaving, one without a session, one diverging."""
     pad = tokenizer.pad_token_id
-    on = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad)
-    off = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad, cross_turn_cache=False)
+    on = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad, reserve_room=room)
+    off = TransformersEngine(tiny_model, tokenizer, pad_token_id=pad, cross_turn_cache=False,
+                             reserve_room=False)
     assert isinstance(on, SessionEngine)
     starts = ["<|im_start|>user\napple<|im_end|>\n<|im_start|>assistant\n", "stone cloud", "z"]
     ctx = {e: [tokenizer.encode(t, add_special_tokens=False) for t in starts] for e in ("on", "off")}
@@ -206,3 +208,26 @@ def test_config_switch_reaches_the_engine(tiny_model, tokenizer, tmp_path):
         cfg = GRPOConfig(model="tiny", output_dir=str(tmp_path), cross_turn_cache=on)
         engine = make_engine(cfg, tiny_model, tokenizer)
         assert isinstance(engine, TransformersEngine) and engine.cross_turn_cache is on
+
+
+def test_a_layer_with_room_equals_a_growing_one_and_outgrows_its_room():
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    from gymhub.trainer.engines.kv_room import RoomyLayer, reserve_room
+
+    gen = torch.Generator().manual_seed(0)
+    start = [(torch.randn(2, 3, 5, 4, generator=gen), torch.randn(2, 3, 5, 4, generator=gen))]
+    plain, roomy = DynamicCache(ddp_cache_data=start), DynamicCache(ddp_cache_data=start)
+    assert reserve_room(roomy, 2) and type(roomy.layers[0]) is RoomyLayer
+    buf = roomy.layers[0]._key_buf
+    for width in (1, 1, 3, 1):  # two steps fill the room; the third grows it
+        k, v = torch.randn(2, 3, width, 4, generator=gen), torch.randn(2, 3, width, 4, generator=gen)
+        want, got = plain.update(k, v, 0), roomy.update(k, v, 0)
+        assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+    assert roomy.layers[0]._key_buf is not buf  # grown once
+    assert plain_layers(roomy) is not None and roomy.get_seq_length() == 11
+    # only caches made entirely of plain layers get room
+    assert not reserve_room(roomy, 4) and not reserve_room(DynamicCache(), 4)
+    assert not reserve_room(DynamicCache(ddp_cache_data=start), 0)
+    assert type(DynamicCache(ddp_cache_data=start).layers[0]) is DynamicLayer

@@ -47,6 +47,8 @@ class TransformersEngine:
             used dropped first).
         share_prefixes: prefill the common start of a batch's alike prompts once (see
             :mod:`.prefix_share`).
+        reserve_room: decode into a cache with the steps' columns reserved, written in
+            place, instead of copying the whole cache every step (see :mod:`.kv_room`).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class TransformersEngine:
         cross_turn_cache: bool = True,
         max_cached_sessions: int = 256,
         share_prefixes: bool = True,
+        reserve_room: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -73,6 +76,7 @@ class TransformersEngine:
         self.cross_turn_cache = cross_turn_cache
         self.caches = SessionCaches(max_cached_sessions)
         self.share_prefixes = share_prefixes
+        self.reserve_room = reserve_room
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -166,13 +170,17 @@ class TransformersEngine:
         past, logits = self._prefill(requests, ids, attn, pos, taken, past_w)
         taken.clear()  # the batch cache is now the only copy of the prefixes
         attn = _compact(past, attn)
+        steps = max((r.max_tokens for r in requests), default=0)
+        if self.reserve_room:
+            from .kv_room import reserve_room
+
+            reserve_room(past, steps)
         gens = self._generators(requests)
         stop_ids = set(sampling.stop_token_ids)
         gen_ids: list[list[int]] = [[] for _ in range(b)]
         gen_lp: list[list[float]] = [[] for _ in range(b)]
         fed = [0] * b
         reasons: list[str | None] = [None if r.max_tokens > 0 else "length" for r in requests]
-        steps = max((r.max_tokens for r in requests), default=0)
         last_pos = pos[:, -1:]
         for _ in range(steps):
             live = [reason is None for reason in reasons]

@@ -152,15 +152,18 @@ class SessionCaches:
 def plain_layers(cache: Any) -> list[Any] | None:
     """The layers of ``cache`` when all are plain ``DynamicLayer``s, else ``None``.
 
-    A plain, full-attention ``DynamicLayer`` holds exactly the positions fed, in order.
+    A plain, full-attention ``DynamicLayer`` (or a :class:`.kv_room.RoomyLayer`, one with
+    room reserved after its columns) holds exactly the positions fed, in order.
     Sliding-window, linear-attention or quantised layers do not keep every position,
     so a prefix cut out of them could not be reused; such models run without
     cross-turn caching.
     """
     from transformers.cache_utils import DynamicLayer
 
+    from .kv_room import RoomyLayer
+
     layers = getattr(cache, "layers", None)
-    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+    if not layers or any(type(layer) not in (DynamicLayer, RoomyLayer) for layer in layers):
         return None
     if any(layer.keys is None for layer in layers):
         return None
