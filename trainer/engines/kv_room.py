@@ -43,10 +43,15 @@ class RoomyLayer(DynamicLayer):  # type: ignore[no-untyped-call]
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write the new columns into the reserved room (grow by doubling when it is out)."""
+        """Write the new columns into the reserved room (grow by doubling when it is out).
+
+        ``keys``/``values`` reassigned by an inherited method (a batch selection copies
+        them out of the buffer) are taken into a fresh buffer first.
+        """
         assert self.keys is not None and self.values is not None
         n, m = self.keys.shape[-2], key_states.shape[-2]
-        if n + m > self._key_buf.shape[-2]:
+        if (n + m > self._key_buf.shape[-2] or self.keys.data_ptr() != self._key_buf.data_ptr()
+                or self.values.data_ptr() != self._value_buf.data_ptr()):
             self._key_buf = _with_room(self.keys, max(m, n))
             self._value_buf = _with_room(self.values, max(m, n))
         self._key_buf[:, :, n : n + m] = key_states
