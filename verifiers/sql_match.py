@@ -223,8 +223,8 @@ def _components(results: list[dict[str, Any]]) -> dict[str, float]:
     perturbed = [r for r in results if r not in fixture]
     fix = 1.0 if all(r["match"] for r in fixture) else 0.0
     pert = sum(r["match"] for r in perturbed) / len(perturbed) if perturbed else fix
-    runs = 1.0 if all(r.get("ran", False) for r in fixture) else 0.0
-    rows = min(float(r.get("rows", 0.0)) for r in fixture)
+    runs = 1.0 if all(r["ran"] for r in fixture) else 0.0
+    rows = min(float(r["rows"]) for r in fixture)
     return {"fixture": fix, "perturbed": pert, "runs": runs, "rows": rows}
 
 
