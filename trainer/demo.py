@@ -14,6 +14,12 @@
 6. scores it again and prints the scores side by side, with their standard errors,
    the reward-curve PNG and a JSON summary (``demo_summary.json``).
 
+With ``[demo] eval_samples = k`` the held-out tasks are also scored at GRPO's start and
+end by avg@k, the mean of ``k`` samples per task at the training temperature. That is
+the quantity GRPO maximises; a greedy score changes only where an argmax flips, by a
+whole point a task, so GRPO's effect on it is the noisier read of the two. Both are
+printed, each gain paired over the same tasks.
+
 Why a warm-up by default: with the environment's own prompt (tool descriptions and the
 schema) and a request for ``<sql>`` tags, the base model's greedy answers scored 0 on
 the held-out easy tasks we tried here and its samples almost never scored, so pure
@@ -24,6 +30,7 @@ pure GRPO. The settings live in ``examples/sql_demo.toml``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import subprocess
@@ -35,9 +42,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gymhub.errors import ConfigError
+
 __all__ = ["main", "start_server", "warmup"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sql_demo.toml"
+#: The ``[demo]`` table's keys (``gymhub train`` skips the table; a typo here would be
+#: silently ignored, so an unknown key is an error).
+DEMO_KEYS = frozenset(
+    {"warmup_steps", "warmup_batch", "warmup_lr", "eval_after_warmup", "eval_samples"}
+)
 
 
 class ServerProcess:
@@ -178,12 +192,38 @@ def validation_split(trainer: Any, n: int) -> list[tuple[str, str]]:
     return [t for t in tasks if t in chosen]
 
 
+def sampled(trainer: Any, tasks: list[tuple[str, str]], k: int, temperature: float) -> Any:
+    """Score ``tasks`` by avg@``k`` at the training temperature, and say so.
+
+    GRPO raises the expected reward of the sampling policy; greedy answers move only when
+    their argmax flips, a whole point a task. The mean of ``k`` samples per task is the
+    quantity GRPO optimises, measured with a smaller paired error (see
+    :mod:`gymhub.trainer.evaluate`); the demo reports it beside the greedy score.
+    """
+    print(f"      avg@{k} at T={temperature:g} ({len(tasks)} tasks x {k} samples) ...",
+          flush=True)
+    result = trainer.evaluate_tasks(tasks, samples=k, temperature=temperature)
+    print(f"      avg@{k}: {_fmt(result)}  [{result.seconds:.0f} s]", flush=True)
+    return result
+
+
 def _load(path: Path, overrides: Sequence[str]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The training config (``gymhub train`` reads the same file) and the demo's table."""
     from .config import load_config
 
     cfg = load_config(path, overrides)
     demo = dict(tomllib.loads(path.read_text(encoding="utf-8")).get("demo", {}))
+    for key in demo:
+        if key not in DEMO_KEYS:
+            close = difflib.get_close_matches(key, list(DEMO_KEYS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{path}: [demo] has no key {key!r}{hint}; it takes "
+                              f"{', '.join(sorted(DEMO_KEYS))}")
+    if int(demo.get("eval_samples", 1)) < 1:
+        raise ConfigError(f"{path}: [demo] eval_samples must be at least 1")
+    if int(demo.get("eval_samples", 1)) > 1 and cfg.temperature <= 0:
+        raise ConfigError(f"{path}: [demo] eval_samples > 1 samples at the training "
+                          "temperature, which is 0 (greedy)")
     return cfg, dict(cfg.env_args), demo
 
 
@@ -268,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"      after warm-up: {_fmt(mid)}", flush=True)
         else:
             print("[4/6] no warm-up: pure GRPO", flush=True)
+        k = int(demo.get("eval_samples", 1))
+        sampled_start = sampled(trainer, scored, k, cfg.temperature) if k > 1 else None
+        sampled_after = None
         t_grpo = time.perf_counter()
         print(f"[5/6] GRPO: {cfg.max_steps} steps x {cfg.tasks_per_step} tasks x "
               f"{cfg.group_size} samples over HTTP ...", flush=True)
@@ -275,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         t_after = time.perf_counter()
         print(f"[6/6] {what} score after training (greedy) ...", flush=True)
         after = trainer.evaluate_tasks(scored)
+        if k > 1:
+            sampled_after = sampled(trainer, scored, k, cfg.temperature)
     finally:
         server.close()
     total = time.perf_counter() - t0
@@ -295,6 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_gain("warm-up's gain", before, mid))
         print(_gain("GRPO's gain", mid, after))
     print(_gain("change", before, after))
+    if sampled_start is not None and sampled_after is not None:
+        label = f"avg@{k}, T={cfg.temperature:g}"
+        print(f"  {label:20s}{_fmt(sampled_start)} at GRPO's start, "
+              f"{_fmt(sampled_after)} after")
+        print(_gain(f"GRPO's gain, avg@{k}", sampled_start, sampled_after))
     print(f"  reward curve        {plot}")
     summary = {
         "model": cfg.model,
@@ -311,6 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "after_warmup": mid.to_dict() if mid is not None else None,
         "after": after.to_dict(),
         "grpo_gain": paired_gain(mid if mid is not None else before, after),
+        "sampled": None if sampled_start is None or sampled_after is None else {
+            "samples": k, "temperature": cfg.temperature,
+            "grpo_start": sampled_start.to_dict(), "after": sampled_after.to_dict(),
+            "grpo_gain": paired_gain(sampled_start, sampled_after)},
         "train_reward": [m["reward_mean"] for m in history],
         "seconds": {"total": total, "warmup": t_grpo - t_warm, "grpo": t_after - t_grpo},
         "plot": plot,

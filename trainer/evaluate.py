@@ -1,11 +1,21 @@
 """Scoring a model (not only the gold policy) on an environment's tasks.
 
-``gymhub eval ENV --model PATH`` lands in :func:`evaluate_model`. Evaluation plays one
-episode per task with greedy decoding, so a score is a property of the weights and the
-prompt, not of a sampling seed. The mean leaves errored episodes out (an error is the
-environment's or the verifier's failure, not the model's; they are counted apart), and
+``gymhub eval ENV --model PATH`` lands in :func:`evaluate_model`. By default evaluation
+plays one episode per task with greedy decoding, so a score is a property of the weights
+and the prompt, not of a sampling seed. The mean leaves errored episodes out (an error is
+the environment's or the verifier's failure, not the model's; they are counted apart), and
 the standard error of the mean is reported with it because a held-out score on a few
 dozen tasks moves by several points from noise alone.
+
+``samples=k`` with a temperature scores each task by the mean of ``k`` sampled episodes
+(avg@k, the expected reward of the sampling policy: what GRPO maximises). A task's
+greedy answer flips on a small change of the weights, and each flip moves a binary
+per-task score by a whole point; the avg@k of a task moves smoothly with the probability
+of its right answer, so the paired change between two checkpoints has a smaller standard
+error. The samples' seeds are fixed by the task's position and the sample's index, so
+two checkpoints scored on the same tasks draw the same uniform numbers (common random
+numbers: the part of a paired difference that is sampling luck cancels). The mean and
+its standard error are over *tasks*, the independent unit, never over episodes.
 """
 
 from __future__ import annotations
@@ -28,15 +38,18 @@ class EvalResult:
     """The outcome of an evaluation.
 
     Attributes:
-        episodes: episodes played (one per task).
-        scored: episodes with a valid score (the mean's denominator).
-        mean: mean score of the scored episodes (0.0 when none).
+        episodes: episodes played (``samples`` per task).
+        scored: tasks with a valid score (the mean's denominator).
+        mean: mean score of the scored tasks (0.0 when none).
         stderr: standard error of that mean (sample deviation / sqrt(n)).
         errors: episodes that errored (backend failure or unjudgeable score).
         truncated: episodes ended by a budget before the environment scored them.
         parse_errors: assistant turns whose tool calls did not parse.
         seconds: wall time of the rollouts.
-        scores: per task, ``"env/task_id" -> score`` (``None`` when errored).
+        scores: per task, ``"env/task_id" -> score`` (``None`` when errored): the
+            episode's score, or with several samples the mean of the task's unerrored ones.
+        samples: episodes per task.
+        temperature: the sampling temperature (0.0: greedy).
     """
 
     episodes: int
@@ -48,6 +61,8 @@ class EvalResult:
     parse_errors: int
     seconds: float
     scores: dict[str, float | None] = field(default_factory=dict)
+    samples: int = 1
+    temperature: float = 0.0
 
     @property
     def episodes_per_s(self) -> float:
@@ -55,9 +70,22 @@ class EvalResult:
         return self.episodes / self.seconds if self.seconds > 0 else 0.0
 
     @classmethod
-    def from_trajectories(cls, trajs: Sequence[Any], seconds: float) -> EvalResult:
-        """Summarise played :class:`~gymhub.trainer.rollout.Trajectory` objects."""
-        values = [float(t.value) for t in trajs if t.value is not None]
+    def from_trajectories(
+        cls, trajs: Sequence[Any], seconds: float, *, temperature: float = 0.0
+    ) -> EvalResult:
+        """Summarise played :class:`~gymhub.trainer.rollout.Trajectory` objects.
+
+        Episodes of one task (several samples) are averaged into the task's score
+        first; a task whose every episode errored has no score.
+        """
+        per_task: dict[str, list[float | None]] = {}
+        for t in trajs:
+            per_task.setdefault(f"{t.env_id}/{t.task_id}", []).append(t.value)
+        scores: dict[str, float | None] = {}
+        for key, vals in per_task.items():
+            valid = [float(v) for v in vals if v is not None]
+            scores[key] = sum(valid) / len(valid) if valid else None
+        values = [v for v in scores.values() if v is not None]
         n = len(values)
         mean = sum(values) / n if n else 0.0
         var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
@@ -70,7 +98,9 @@ class EvalResult:
             truncated=sum(1 for t in trajs if t.truncated and not t.errored),
             parse_errors=sum(int(t.parse_errors) for t in trajs),
             seconds=seconds,
-            scores={f"{t.env_id}/{t.task_id}": t.value for t in trajs},
+            scores=scores,
+            samples=max((len(v) for v in per_task.values()), default=1),
+            temperature=temperature,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,6 +115,8 @@ class EvalResult:
             "parse_errors": self.parse_errors,
             "seconds": self.seconds,
             "episodes_per_s": self.episodes_per_s,
+            "samples": self.samples,
+            "temperature": self.temperature,
             "scores": self.scores,
         }
 
@@ -97,12 +129,30 @@ async def run_eval(
     parser: Any,
     cfg: GRPOConfig,
     tasks: Sequence[tuple[str, str]],
+    samples: int = 1,
+    temperature: float = 0.0,
 ) -> EvalResult:
-    """Greedy episodes of ``tasks`` with ``cfg``'s budgets and prompt settings."""
+    """Episodes of ``tasks`` with ``cfg``'s budgets and prompt settings.
+
+    Greedy and one episode per task by default; ``samples`` episodes per task at
+    ``temperature`` (with ``cfg.top_p``) score each task by their mean.
+
+    Raises:
+        ValueError: ``samples < 1``, or several samples of a greedy decoder (they would
+            be one episode played ``samples`` times).
+    """
     from .rollout import Budgets, run_group_batch
 
-    greedy = SamplingConfig(
-        temperature=0.0, stop=tuple(cfg.stop), stop_token_ids=(renderer.end_of_turn_id,)
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    if samples > 1 and temperature <= 0:
+        raise ValueError("several samples per task need a temperature > 0 "
+                         "(greedy decoding would repeat one episode)")
+    sampling = SamplingConfig(
+        temperature=temperature,
+        top_p=cfg.top_p if temperature > 0 else 1.0,
+        stop=tuple(cfg.stop),
+        stop_token_ids=(renderer.end_of_turn_id,),
     )
     budgets = Budgets(
         cfg.max_turns, cfg.max_tokens_per_turn, cfg.max_tokens_per_episode, cfg.max_context_tokens
@@ -113,17 +163,18 @@ async def run_eval(
         engine=engine,
         renderer=renderer,
         parser=parser,
-        sampling=greedy,
+        sampling=sampling,
         budgets=budgets,
         tasks=list(tasks),
-        group_size=1,
+        group_size=samples,
         seed=10_000_019,
         drift_check=cfg.drift_check,
         max_concurrent=cfg.max_concurrent_episodes,
         instructions=cfg.instructions,
         render_tools=cfg.render_tools,
     )
-    return EvalResult.from_trajectories(trajs, time.perf_counter() - t0)
+    return EvalResult.from_trajectories(trajs, time.perf_counter() - t0,
+                                        temperature=temperature)
 
 
 def evaluate_model(

@@ -270,8 +270,14 @@ class GRPOTrainer:
             return None
         return self.evaluate_tasks(self.eval_tasks).mean
 
-    def evaluate_tasks(self, tasks: list[tuple[str, str]]) -> EvalResult:
-        """Greedy decoding, one episode per task: mean, standard error, errors, speed."""
+    def evaluate_tasks(
+        self, tasks: list[tuple[str, str]], *, samples: int = 1, temperature: float = 0.0
+    ) -> EvalResult:
+        """Score ``tasks``: mean, standard error, errors, speed.
+
+        Greedy, one episode per task, by default; ``samples`` episodes per task at
+        ``temperature`` give each task the mean of its samples (see :func:`run_eval`).
+        """
         return self._run(
             lambda: run_eval(
                 backend=self.backend,
@@ -280,6 +286,8 @@ class GRPOTrainer:
                 parser=self.parser,
                 cfg=self.cfg,
                 tasks=tasks,
+                samples=samples,
+                temperature=temperature,
             )
         )
 

@@ -230,3 +230,19 @@ def test_paired_gain_and_the_validation_split():
     assert validation_split(again, 5) == val  # deterministic
     with pytest.raises(ValueError, match="--tune"):
         validation_split(SimpleNamespace(sampler=SimpleNamespace(tasks=tasks[:3])), 3)
+
+
+def test_the_demo_table_refuses_unknown_keys_and_greedy_samples(tmp_path):
+    from gymhub.errors import ConfigError
+    from gymhub.trainer.demo import DEFAULT_CONFIG, _load
+
+    _, env_kwargs, demo = _load(DEFAULT_CONFIG, [])
+    assert env_kwargs["show_schema"] is True and demo["eval_samples"] > 1
+    bad = tmp_path / "typo.toml"
+    bad.write_text('env_ids = ["sql-v0"]\n[demo]\nwarmup_step = 3\n')
+    with pytest.raises(ConfigError, match="did you mean 'warmup_steps'"):
+        _load(bad, [])
+    greedy = tmp_path / "greedy.toml"
+    greedy.write_text('env_ids = ["sql-v0"]\ntemperature = 0.0\n[demo]\neval_samples = 4\n')
+    with pytest.raises(ConfigError, match="temperature"):
+        _load(greedy, [])

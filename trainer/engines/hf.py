@@ -90,7 +90,12 @@ class TransformersEngine:
         was_training = bool(getattr(self.model, "training", False))
         self.model.eval()
         try:
-            with torch.no_grad():
+            # inference mode, not just no_grad: no version counters or view tracking on
+            # any tensor made here (caches, logits), which on a CPU decode step of a small
+            # model is a large share of the time; nothing made here reaches autograd (the
+            # update runs its own forward), and kept session caches are only ever read
+            # back in here
+            with torch.inference_mode():
                 for i in range(0, len(requests), self.max_batch_size):
                     out.extend(self._batch(requests[i : i + self.max_batch_size], sampling))
         finally:
