@@ -207,6 +207,29 @@ def sampled(trainer: Any, tasks: list[tuple[str, str]], k: int, temperature: flo
     return result
 
 
+#: Bar colours: greedy stages strong, their avg@k counterparts the same hue, lighter.
+_BARS = {"before": "#9e9e9e", "warm-up": "#ff9f40", "grpo": "#2ca02c",
+         "start, sampled": "#ffcf9f", "grpo, sampled": "#98df8a"}
+
+
+def heldout_bars(before: Any, mid: Any, after: Any, sampled_start: Any = None,
+                 sampled_after: Any = None, *, suffix: str = "") -> list[Any]:
+    """The chart's bars: the greedy score at each stage, then avg@k at GRPO's start and end.
+
+    ``suffix`` marks every label (``" (validation)"`` under ``--tune``).
+    """
+    from .report import HeldOut
+
+    stages = [("before training", before, "before"), ("after warm-up", mid, "warm-up"),
+              ("after GRPO", after, "grpo")]
+    if sampled_start is not None and sampled_after is not None:
+        k = sampled_start.samples
+        stages += [(f"avg@{k} at GRPO's start", sampled_start, "start, sampled"),
+                   (f"avg@{k} after GRPO", sampled_after, "grpo, sampled")]
+    return [HeldOut(label + suffix, r.mean, r.stderr, r.scored, colour=_BARS[kind])
+            for label, r, kind in stages if r is not None]
+
+
 def _load(path: Path, overrides: Sequence[str]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The training config (``gymhub train`` reads the same file) and the demo's table."""
     from .config import load_config
@@ -323,12 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.close()
     total = time.perf_counter() - t0
-    from .report import HeldOut, write_report
+    from .report import write_report
 
-    stages = [("before training", before), ("after warm-up", mid), ("after GRPO", after)]
-    # under --tune the bars are validation scores (training tasks kept out of the run)
-    heldout = [HeldOut(f"{label} ({what})" if args.tune else label, r.mean, r.stderr, r.scored)
-               for label, r in stages if r is not None]
+    heldout = heldout_bars(before, mid, after, sampled_start, sampled_after,
+                           suffix=f" ({what})" if args.tune else "")
     # Redrawn with the held-out scores, which the trainer's own end-of-run report lacks.
     plot = write_report(cfg.output_dir, history, config=cfg.to_dict(), heldout=heldout)["plot"]
     print(f"\n                      {what} score (mean ± s.e.)")

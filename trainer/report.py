@@ -40,12 +40,14 @@ class HeldOut:
         mean: mean score over the scored tasks.
         stderr: standard error of that mean (drawn as the error bar).
         tasks: tasks scored (shown under the bar; ``0`` hides it).
+        colour: the bar's colour; by position when ``None``.
     """
 
     label: str
     mean: float
     stderr: float
     tasks: int = 0
+    colour: str | None = None
 
 
 def tensorboard_writer(log_dir: str | Path) -> Any:
@@ -237,7 +239,8 @@ def _draw_heldout(ax: Any, heldout: Sequence[HeldOut]) -> None:
     ax.set_ylabel("score on held-out tasks")
     ax.grid(axis="y", alpha=0.3)
     positions = range(len(heldout))
-    colours = [_STAGE_COLOURS[min(i, len(_STAGE_COLOURS) - 1)] for i in positions]
+    colours = [h.colour or _STAGE_COLOURS[min(i, len(_STAGE_COLOURS) - 1)]
+               for i, h in zip(positions, heldout, strict=True)]
     ax.bar(positions, [h.mean for h in heldout], yerr=[h.stderr for h in heldout],
            color=colours, width=0.6, capsize=6, error_kw={"elinewidth": 1.4})
     top = max([1.0, *(h.mean + h.stderr for h in heldout)])

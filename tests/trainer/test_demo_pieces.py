@@ -113,7 +113,7 @@ def test_the_demo_chart_has_held_out_bars_and_a_titled_run(tmp_path):
     w, _, _ = _read_png(tmp_path / "reward_curve.png")
     assert w > 1000  # two panels
     assert report["heldout"][2] == {"label": "after GRPO", "mean": 0.325, "stderr": 0.075,
-                                    "tasks": 40}
+                                    "tasks": 40, "colour": None}
     assert run_title(config) == "GRPO on sql-v0 · model smollm2-135m-instruct · seed 2"
 
 
@@ -246,3 +246,26 @@ def test_the_demo_table_refuses_unknown_keys_and_greedy_samples(tmp_path):
     greedy.write_text('env_ids = ["sql-v0"]\ntemperature = 0.0\n[demo]\neval_samples = 4\n')
     with pytest.raises(ConfigError, match="temperature"):
         _load(greedy, [])
+
+
+def test_the_demo_bars_put_avg_at_k_beside_the_greedy_stages(tmp_path):
+    from types import SimpleNamespace
+
+    from gymhub.trainer.demo import heldout_bars
+
+    def result(mean, samples=1):
+        return SimpleNamespace(mean=mean, stderr=0.05, scored=80, samples=samples)
+
+    bars = heldout_bars(result(0.0), result(0.3), result(0.35), result(0.25, 4),
+                        result(0.33, 4), suffix=" (validation)")
+    assert [b.label for b in bars] == [
+        "before training (validation)", "after warm-up (validation)",
+        "after GRPO (validation)", "avg@4 at GRPO's start (validation)",
+        "avg@4 after GRPO (validation)"]
+    assert len({b.colour for b in bars}) == 5 and bars[4].mean == 0.33
+    # pure GRPO, no sampled score: the stages that ran, each in its own stage's colour
+    pure = heldout_bars(result(0.0), None, result(0.1))
+    assert [b.label for b in pure] == ["before training", "after GRPO"]
+    assert pure[1].colour == bars[2].colour
+    report = write_report(tmp_path, _history(20), heldout=bars)
+    assert len(report["heldout"]) == 5 and _read_png(tmp_path / "reward_curve.png")[0] > 1000
