@@ -42,6 +42,11 @@ def add_eval_commands(sub: Any) -> None:
     )
     ev.add_argument("--env-url", default=None, help="play on this environment server")
     ev.add_argument("--config", default=None, help="training TOML (prompt, parser, budgets)")
+    ev.add_argument("--samples", type=int, default=1, metavar="K",
+                    help="with --model: K sampled episodes per task, scored by their mean "
+                         "(avg@K; needs --temperature)")
+    ev.add_argument("--temperature", type=float, default=0.0,
+                    help="with --model: sampling temperature (default 0: greedy)")
     ev.set_defaults(fn=_cmd_eval)
 
     rs = sub.add_parser(
@@ -128,13 +133,17 @@ def _cmd_eval_model(args: argparse.Namespace) -> int:
         env_url=args.env_url,
         env_kwargs=_env_kwargs(args.env_arg),
         config=args.config,
+        samples=args.samples,
+        temperature=args.temperature,
     )
     out = {"env": args.env, "model": args.model, **result.to_dict()}
     if args.json:
         print(json.dumps(out))
     else:
         print(
-            f"{args.env} model={args.model}: {result.episodes} episodes, mean score "
+            f"{args.env} model={args.model}: {result.episodes} episodes"
+            + (f" (avg@{result.samples}, T={result.temperature:g})" if result.samples > 1 else "")
+            + ", mean score "
             f"{result.mean:.4f} ± {result.stderr:.4f}, {result.errors} errors, "
             f"{result.episodes_per_s:.2f} episodes/s"
         )

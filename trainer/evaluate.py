@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymhub.errors import ConfigError
+
 from .config import GRPOConfig
 from .engines.base import SamplingConfig
 
@@ -121,6 +123,14 @@ class EvalResult:
         }
 
 
+def _check_samples(samples: int, temperature: float) -> None:
+    if samples < 1:
+        raise ConfigError(f"samples must be at least 1, got {samples}")
+    if samples > 1 and temperature <= 0:
+        raise ConfigError("several samples per task need a temperature > 0 "
+                         "(greedy decoding would repeat one episode)")
+
+
 async def run_eval(
     *,
     backend: Any,
@@ -138,16 +148,12 @@ async def run_eval(
     ``temperature`` (with ``cfg.top_p``) score each task by their mean.
 
     Raises:
-        ValueError: ``samples < 1``, or several samples of a greedy decoder (they would
+        ConfigError: ``samples < 1``, or several samples of a greedy decoder (they would
             be one episode played ``samples`` times).
     """
     from .rollout import Budgets, run_group_batch
 
-    if samples < 1:
-        raise ValueError(f"samples must be at least 1, got {samples}")
-    if samples > 1 and temperature <= 0:
-        raise ValueError("several samples per task need a temperature > 0 "
-                         "(greedy decoding would repeat one episode)")
+    _check_samples(samples, temperature)
     sampling = SamplingConfig(
         temperature=temperature,
         top_p=cfg.top_p if temperature > 0 else 1.0,
@@ -187,6 +193,8 @@ def evaluate_model(
     env_kwargs: Mapping[str, Any] | None = None,
     config: str | None = None,
     overrides: Sequence[str] = (),
+    samples: int = 1,
+    temperature: float = 0.0,
 ) -> EvalResult:
     """Score the model in directory ``model`` on ``env_id`` (what ``gymhub eval`` runs).
 
@@ -200,7 +208,14 @@ def evaluate_model(
         config: a training TOML whose prompt, parser and budget settings to use, so a
             model is scored the way it was trained.
         overrides: ``--key value`` overrides of that config.
+        samples: episodes per task, scored by their mean (see :func:`run_eval`).
+        temperature: their sampling temperature (0: greedy).
+
+    Raises:
+        ConfigError: several samples at temperature 0, or ``samples < 1`` (before the
+            model loads).
     """
+    _check_samples(samples, temperature)
     from .backends import InProcessBackend, RemoteBackend
     from .chat import ChatRenderer
     from .config import load_config
@@ -230,6 +245,8 @@ def evaluate_model(
                 parser=make_parser(cfg.tool_parser, cfg.tag_tools),
                 cfg=cfg,
                 tasks=chosen if tasks is None else chosen[:tasks],
+                samples=samples,
+                temperature=temperature,
             )
         finally:
             closer = getattr(backend, "aclose", None)

@@ -172,6 +172,21 @@ def test_eval_cli_scores_a_model(model_dir):
     assert set(result["scores"]) == {"echo-v0/echo-0000", "echo-v0/echo-0001", "echo-v0/echo-0002"}
 
 
+def test_eval_cli_scores_a_model_by_avg_at_k(model_dir):
+    base = [sys.executable, "-m", "gymhub.cli", "eval", "echo-v0", "--model", str(model_dir),
+            "--tasks", "2"]
+    out = subprocess.run([*base, "--samples", "3", "--temperature", "1.0", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert result["episodes"] == 6 and result["samples"] == 3 and result["temperature"] == 1.0
+    assert len(result["scores"]) == 2 and result["scored"] == 2
+    greedy = subprocess.run([*base, "--samples", "3"], capture_output=True, text=True,
+                            timeout=300)
+    assert greedy.returncode != 0 and "temperature" in greedy.stderr
+    assert "Traceback" not in greedy.stderr
+
+
 def test_warmup_loss_is_the_answers_cross_entropy(tokenizer):
     """The warm-up's shared-start forward gives the loss a plain labelled forward gives."""
     from types import SimpleNamespace
