@@ -17,6 +17,7 @@ is missing. TensorBoard logging is used only when ``torch.utils.tensorboard`` im
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,10 +171,13 @@ def plot_run(
         raise ImportError("matplotlib is not installed (pip install 'gymhub[train]')") from exc
 
     p = Path(path)
-    fig = Figure(figsize=(11.0, 4.6) if heldout else (7.0, 4.6), dpi=110,
+    # the bars' panel widens with their number, so labels and values keep apart
+    bars_width = 2.0 + 0.55 * max(0, len(heldout) - 3)
+    fig = Figure(figsize=(7.0 + 2.0 * bars_width, 4.6) if heldout else (7.0, 4.6), dpi=110,
                  layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(1, 2, width_ratios=(3, 2)) if heldout else fig.add_gridspec(1, 1)
+    grid = (fig.add_gridspec(1, 2, width_ratios=(3, bars_width)) if heldout
+            else fig.add_gridspec(1, 1))
     # One y range for both panels, so a bar and a curve at the same height mean the same.
     ys = [v for _, v in (*rewards, *evals)] + [h.mean + h.stderr for h in heldout]
     low, high = min([0.0, *ys]), max([1.0, *ys])
@@ -250,7 +254,7 @@ def _draw_heldout(ax: Any, heldout: Sequence[HeldOut]) -> None:
                     textcoords="offset points", xytext=(0, 5), ha="center", fontsize=9)
     ax.set_xticks(list(positions))
     ax.set_xticklabels(
-        [h.label.replace(" ", "\n", 1) + (f"\n({h.tasks} tasks)" if h.tasks else "")
-         for h in heldout],
+        [textwrap.fill(h.label, 11, break_on_hyphens=False)
+         + (f"\n({h.tasks} tasks)" if h.tasks else "") for h in heldout],
         fontsize=9,
     )
