@@ -8,50 +8,30 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gymhub.envs import TextEnv  # noqa: E402
-from gymhub.envs.tasks import Task  # noqa: E402
 from gymhub.trainer.backends import InProcessBackend  # noqa: E402
 from gymhub.trainer.config import GRPOConfig  # noqa: E402
 from gymhub.trainer.evaluate import EvalResult  # noqa: E402
 from gymhub.trainer.loop import GRPOTrainer  # noqa: E402
-from gymhub.types import Message, Score, StepResult  # noqa: E402
 
-from .conftest import build_model  # noqa: E402
-
-
-class CoinEnv(TextEnv):
-    """One turn; scores 1 when the answer has an odd number of characters."""
-
-    def __init__(self) -> None:
-        super().__init__([Task(id=f"t{i}", prompt=f"word {i}") for i in range(6)], max_turns=1)
-
-    def _start(self, task):
-        return [Message(role="user", content=task.prompt)], {}
-
-    def _step(self, action):
-        score = Score(value=float(len(action.content) % 2))
-        return StepResult([], 0.0, True, False, {"score": score})
-
-    def gold_action(self):
-        return Message(role="assistant", content="x")
+from .conftest import ParityEnv, build_model  # noqa: E402
 
 
 @pytest.fixture
 def trainer(tmp_path, tokenizer):
     torch.manual_seed(0)
-    cfg = GRPOConfig(model="tiny", env_ids=["coin-v0"], finetune="full", max_turns=1,
+    cfg = GRPOConfig(model="tiny", env_ids=["parity-v0"], finetune="full", max_turns=1,
                      max_tokens_per_turn=6, max_tokens_per_episode=6, eval_tasks=0,
                      output_dir=str(tmp_path), progress=False, seed=1)
-    backend = InProcessBackend(factory=lambda env_id, **_: CoinEnv())
+    backend = InProcessBackend(factory=lambda env_id, **_: ParityEnv())
     return GRPOTrainer(cfg, model=build_model(len(tokenizer)), tokenizer=tokenizer,
                        backend=backend)
 
 
 def test_avg_at_k_scores_each_task_by_the_mean_of_its_samples(trainer):
-    tasks = [("coin-v0", f"t{i}") for i in range(6)]
+    tasks = [("parity-v0", f"t{i}") for i in range(6)]
     result = trainer.evaluate_tasks(tasks, samples=4, temperature=1.0)
     assert result.episodes == 24 and result.samples == 4 and result.temperature == 1.0
-    assert result.scored == 6 and set(result.scores) == {f"coin-v0/t{i}" for i in range(6)}
+    assert result.scored == 6 and set(result.scores) == {f"parity-v0/t{i}" for i in range(6)}
     values = list(result.scores.values())
     assert all(v is not None and v * 4 == int(v * 4) for v in values)  # quarters
     assert any(v not in (0.0, 1.0) for v in values)  # a sampled coin is not a verdict
@@ -65,7 +45,7 @@ def test_avg_at_k_scores_each_task_by_the_mean_of_its_samples(trainer):
 
 
 def test_several_samples_need_a_temperature(trainer):
-    tasks = [("coin-v0", "t0")]
+    tasks = [("parity-v0", "t0")]
     with pytest.raises(ValueError, match="temperature"):
         trainer.evaluate_tasks(tasks, samples=2)
     with pytest.raises(ValueError, match="at least 1"):

@@ -9,8 +9,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from gymhub.envs import TextEnv  # noqa: E402
-from gymhub.envs.tasks import Task  # noqa: E402
 from gymhub.errors import ConfigError  # noqa: E402
 from gymhub.trainer.backends import InProcessBackend  # noqa: E402
 from gymhub.trainer.cli import main  # noqa: E402
@@ -18,24 +16,7 @@ from gymhub.trainer.config import GRPOConfig  # noqa: E402
 from gymhub.trainer.loop import TIMING_KEYS, GRPOTrainer, apply_lora  # noqa: E402
 from gymhub.types import Message, Score, StepResult  # noqa: E402
 
-from .conftest import build_model  # noqa: E402
-
-
-class ParityEnv(TextEnv):
-    """One turn; scores 1 when the answer has an odd number of characters (a coin flip)."""
-
-    def __init__(self) -> None:
-        super().__init__([Task(id=f"t{i}", prompt=f"word {i}") for i in range(6)], max_turns=1)
-
-    def _start(self, task):
-        return [Message(role="user", content=task.prompt)], {}
-
-    def _step(self, action):
-        score = Score(value=float(len(action.content) % 2))
-        return StepResult([Message(role="user", content="ok")], 0.0, True, False, {"score": score})
-
-    def gold_action(self):
-        return Message(role="assistant", content="x")
+from .conftest import ParityEnv, build_model  # noqa: E402
 
 
 def _policy(tokenizer):
