@@ -20,12 +20,21 @@ It also times one step's generation alone, gymhub's engine against transformers'
 Run: ``python benchmarks/bench_grpo_step.py [--steps 4] [--group-size 4] [--tasks 2]
 [--completion 64]`` (CPU; a few minutes). Its last line is ``gymhub / TRL time per step:
 R×`` (below 1: gymhub faster).
+
+``--compare-threads R`` instead times gymhub's step with the engine's calls on the
+trainer's own thread (the default) against the loop's thread pool (the previous
+releases'), R rounds of one process each, alternated: two threads that each run torch
+operators with OpenMP slow every operator of the process for good (see
+``gymhub.trainer.compute_thread``), so the two cannot share a process. Its last line is
+``engine on the trainer's thread / on the pool, time per step: R×``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -53,7 +62,7 @@ def _prompts(tok: Any, n: int) -> list[str]:
 class GymhubSide:
     """gymhub's trainer on the same model, batch and lengths, stepped on demand."""
 
-    def __init__(self, tok: Any, args: argparse.Namespace, tmp: str) -> None:
+    def __init__(self, tok: Any, args: argparse.Namespace, tmp: str, pool: bool = False) -> None:
         torch.manual_seed(0)
         batch = args.group_size * args.tasks
         cfg = GRPOConfig(model="tiny", finetune="full", env_ids=["echo-v0"],
@@ -64,6 +73,8 @@ class GymhubSide:
                          output_dir=tmp, progress=False, drift_check="off")
         self.trainer = GRPOTrainer(cfg, model=build_model(len(tok)), tokenizer=tok,
                                    backend=InProcessBackend())
+        if pool:  # the previous releases' way: the engine on the loop's thread pool
+            self.trainer.compute = None
         self.trainer.train_step()  # warm-up
         self.times: list[float] = []
         self.parts = {"time_rollout": 0.0, "time_update": 0.0, "generated_tokens": 0.0}
@@ -176,13 +187,53 @@ def bench_generation(tok: Any, args: argparse.Namespace) -> tuple[float, float]:
     return statistics.median(times["ours"]), statistics.median(times["theirs"])
 
 
+def compare_threads(args: argparse.Namespace) -> int:
+    """gymhub's step, engine on the trainer's thread vs the pool: a process each, alternated."""
+    times: dict[str, list[float]] = {"caller": [], "pool": []}
+    for _ in range(args.compare_threads):
+        for where in times:
+            cmd = [sys.executable, __file__, "--engine-thread", where, "--steps", str(args.steps),
+                   "--group-size", str(args.group_size), "--tasks", str(args.tasks),
+                   "--completion", str(args.completion)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            times[where].append(float(out.split("gymhub_step_s=")[1].split()[0]))
+    caller, pool = (statistics.median(times[k]) for k in ("caller", "pool"))
+    print(f"gymhub's whole step, {args.tasks} prompts x {args.group_size} completions of up to "
+          f"{args.completion} tokens, tiny Llama; median over {args.compare_threads} processes "
+          f"per side (each the median of {args.steps} steps), alternated")
+    for k, v in times.items():
+        print(f"  engine on the {'trainer' if k == 'caller' else 'pool'}'s thread  "
+              f"{statistics.median(v):6.3f} s/step  ({', '.join(f'{x:.3f}' for x in v)})")
+    print(f"engine on the trainer's thread / on the pool, time per step: {caller / pool:.2f}x")
+    return 0
+
+
+def gymhub_only(args: argparse.Namespace) -> int:
+    """One side of --compare-threads: gymhub's steps alone, in this process."""
+    tok = build_tokenizer()
+    with tempfile.TemporaryDirectory() as tmp:
+        side = GymhubSide(tok, args, tmp, pool=args.engine_thread == "pool")
+        for _ in range(args.steps):
+            side.step()
+    print(f"gymhub_step_s={statistics.median(side.times):.4f}")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=4, help="timed steps per side (after one warm-up)")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--tasks", type=int, default=2, help="prompts per step")
     p.add_argument("--completion", type=int, default=64, help="tokens generated per completion")
+    p.add_argument("--compare-threads", type=int, default=0, metavar="R",
+                   help="rounds of gymhub's step with the engine on the trainer's thread vs "
+                        "the loop's thread pool, a process each (no TRL)")
+    p.add_argument("--engine-thread", choices=("caller", "pool"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.compare_threads:
+        return compare_threads(args)
+    if args.engine_thread:
+        return gymhub_only(args)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tok = build_tokenizer()
     prompt_len = len(tok(_prompts(tok, 1)[0])["input_ids"])

@@ -23,7 +23,6 @@ only when that model is prepared or ``--demo-model smollm2`` asks for it).
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import tempfile
 import time
@@ -31,8 +30,10 @@ import warnings
 
 import torch
 
+from gymhub.client import LoopThread
 from gymhub.trainer.backends import InProcessBackend
 from gymhub.trainer.chat import ChatRenderer
+from gymhub.trainer.compute_thread import CallerExecutor
 from gymhub.trainer.config import GRPOConfig
 from gymhub.trainer.engines.base import GenerationRequest, SamplingConfig
 from gymhub.trainer.engines.hf import TransformersEngine
@@ -129,12 +130,14 @@ def drift_check(
     """
     model = teach(build_model(len(tok)), echo_lessons(tok))  # type: ignore[arg-type]
     engine = TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=True)
-    trajs = asyncio.run(run_group_batch(
-        backend=InProcessBackend(), engine=engine, renderer=renderer,
-        parser=make_parser("hermes"),
-        sampling=SamplingConfig(temperature=0.0, stop_token_ids=(renderer.end_of_turn_id,)),
-        budgets=Budgets(4, 32, 128, 4096), tasks=tasks, group_size=1, seed=0,
-        drift_check="warn"))
+    compute = CallerExecutor()
+    with LoopThread("bench-drift") as loop:
+        trajs = loop.run(run_group_batch(
+            backend=InProcessBackend(), engine=engine, renderer=renderer,
+            parser=make_parser("hermes"),
+            sampling=SamplingConfig(temperature=0.0, stop_token_ids=(renderer.end_of_turn_id,)),
+            budgets=Budgets(4, 32, 128, 4096), tasks=tasks, group_size=1, seed=0,
+            drift_check="warn", executor=compute), wait=compute.run_until)
     return (sum(1 for t in trajs if t.drift is None or not t.drift.ok),
             sum(len(t.turn_versions) for t in trajs))
 
@@ -154,15 +157,17 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     renderer = ChatRenderer(tok)
     tasks = [("echo-v0", f"echo-{i:04d}") for i in range(B)]
     # One event loop for every rollout, as the learner keeps one for its whole run (a
-    # fresh loop per rollout would also time the creation of its worker threads).
-    runner = asyncio.Runner()
+    # fresh loop per rollout would also time the creation of its worker threads), and
+    # the engine's calls on this thread, as the learner runs them (two threads running
+    # torch would slow every operator of the process: gymhub.trainer.compute_thread).
+    runner, compute = LoopThread("bench-rollouts"), CallerExecutor()
 
     def episodes(cache: bool, drift: str = "off") -> list[Trajectory]:
         return runner.run(run_group_batch(
             backend=InProcessBackend(), engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
             budgets=Budgets(4, 16, 64, 4096), tasks=tasks, group_size=1, seed=0,
-            drift_check=drift))
+            drift_check=drift, executor=compute), wait=compute.run_until)
 
     drifted, turns = drift_check(tok, renderer, tasks)
     # The single-turn side starts from exactly the multi-turn side's first prompts

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 __all__ = ["LoopThread"]
@@ -48,8 +49,14 @@ class LoopThread:
         """:meth:`close` was called."""
         return self._closed
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(
+        self, coro: Coroutine[Any, Any, T], wait: Callable[[Future[T]], None] | None = None
+    ) -> T:
         """Run ``coro`` on the loop and block until it returns (or raises).
+
+        ``wait``, when given, is called with the coroutine's future and returns once it
+        is done; the calling thread can do work for the coroutine meanwhile (the
+        trainer runs its engine calls so, see ``gymhub.trainer.compute_thread``).
 
         Raises:
             RuntimeError: the loop was closed, or this is called from the loop's own
@@ -63,6 +70,8 @@ class LoopThread:
             raise RuntimeError("LoopThread.run called from its own loop; await instead")
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
+            if wait is not None:
+                wait(future)
             return future.result()
         except BaseException:
             future.cancel()  # a KeyboardInterrupt in the caller must not leave it running

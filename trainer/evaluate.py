@@ -20,10 +20,10 @@ its standard error are over *tasks*, the independent unit, never over episodes.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,8 +141,11 @@ async def run_eval(
     tasks: Sequence[tuple[str, str]],
     samples: int = 1,
     temperature: float = 0.0,
+    executor: Executor | None = None,
 ) -> EvalResult:
     """Episodes of ``tasks`` with ``cfg``'s budgets and prompt settings.
+
+    ``executor`` runs the engine's calls (see :func:`~.rollout.run_group_batch`).
 
     Greedy and one episode per task by default; ``samples`` episodes per task at
     ``temperature`` (with ``cfg.top_p``) score each task by their mean.
@@ -178,6 +181,7 @@ async def run_eval(
         max_concurrent=cfg.max_concurrent_episodes,
         instructions=cfg.instructions,
         render_tools=cfg.render_tools,
+        executor=executor,
     )
     return EvalResult.from_trajectories(trajs, time.perf_counter() - t0,
                                         temperature=temperature)
@@ -247,10 +251,18 @@ def evaluate_model(
                 tasks=chosen if tasks is None else chosen[:tasks],
                 samples=samples,
                 temperature=temperature,
+                executor=compute,
             )
         finally:
             closer = getattr(backend, "aclose", None)
             if closer is not None:
                 await closer()
 
-    return asyncio.run(main())
+    from gymhub.client import LoopThread
+
+    from .compute_thread import CallerExecutor
+
+    # the engine on this thread, which loaded the model (see .compute_thread)
+    compute = CallerExecutor()
+    with LoopThread("gymhub-eval") as loop:
+        return loop.run(main(), wait=compute.run_until)

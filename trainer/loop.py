@@ -32,6 +32,7 @@ from .advantages import Outcome, compute_advantages, partial_credit, trajectory_
 from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
 from .chat import ChatRenderer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .compute_thread import CallerExecutor
 from .config import GRPOConfig
 from .engines.base import Engine, SamplingConfig
 from .evaluate import EvalResult, run_eval
@@ -82,6 +83,9 @@ class GRPOTrainer:
 
         self.cfg = cfg
         self._loop: LoopThread | None = None
+        # the engine's calls run on the thread that waits in _run (see .compute_thread);
+        # None runs them on the loop's thread pool instead (benchmarks compare the two)
+        self.compute: CallerExecutor | None = CallerExecutor()
         self._stop_loop: weakref.finalize[Any, Any] | None = None
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
@@ -136,14 +140,16 @@ class GRPOTrainer:
         connection pool (connections, semaphores and futures belong to one loop) is
         built once and kept warm across steps, instead of a fresh ``asyncio.run`` and
         a rebuilt pool, with a handshake per connection, at every rollout.
-        :meth:`close` (which :meth:`train` calls at the end) releases both.
+        :meth:`close` (which :meth:`train` calls at the end) releases both. The
+        calling thread meanwhile runs the engine's calls (see :mod:`.compute_thread`).
         """
         if self._loop is None:
             from gymhub.client import LoopThread
 
             self._loop = LoopThread("gymhub-learner")
             self._stop_loop = weakref.finalize(self, self._loop.close)
-        return self._loop.run(make())
+        wait = self.compute.run_until if self.compute is not None else None
+        return self._loop.run(make(), wait=wait)
 
     def close(self) -> None:
         """Close the backend's open episodes and connections, then stop the run's loop.
@@ -261,6 +267,7 @@ class GRPOTrainer:
                 instructions=self.cfg.instructions,
                 render_tools=self.cfg.render_tools,
                 stats=stats,
+                executor=self.compute,
             )
         )
 
@@ -288,6 +295,7 @@ class GRPOTrainer:
                 tasks=tasks,
                 samples=samples,
                 temperature=temperature,
+                executor=self.compute,
             )
         )
 

@@ -33,6 +33,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -156,9 +157,11 @@ class Trajectory:
 class LockstepGenerator:
     """Batches the turns of concurrent episodes into engine calls (see module docstring)."""
 
-    def __init__(self, engine: Engine, sampling: SamplingConfig) -> None:
+    def __init__(self, engine: Engine, sampling: SamplingConfig,
+                 executor: Executor | None = None) -> None:
         self.engine = engine
         self.sampling = sampling
+        self.executor = executor  # where engine calls run; None: the loop's thread pool
         self._active = 0
         self._pending: list[tuple[int, GenerationRequest, asyncio.Future[Completion]]] = []
         self._running = False
@@ -201,8 +204,8 @@ class LockstepGenerator:
     ) -> None:
         try:
             start = time.perf_counter()
-            outs = await asyncio.to_thread(
-                self.engine.generate, [b[1] for b in batch], self.sampling
+            outs = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.engine.generate, [b[1] for b in batch], self.sampling
             )
             self.seconds += time.perf_counter() - start
             self.calls += 1
@@ -368,6 +371,7 @@ async def run_group_batch(
     instructions: str = "",
     render_tools: bool = True,
     stats: dict[str, float] | None = None,
+    executor: Executor | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each ``(env_id, task_id)``, concurrently.
 
@@ -375,8 +379,10 @@ async def run_group_batch(
     ``instructions`` and ``render_tools`` shape the prompt (see :func:`with_instructions`).
     ``stats``, when given, receives ``time_generate`` (seconds inside the engine) and
     ``engine_calls``: what the rest of the rollout time is not (environments, rendering).
+    ``executor`` runs the engine's calls (the trainer's thread, see
+    :mod:`.compute_thread`); by default a thread of the loop's pool.
     """
-    gen = LockstepGenerator(engine, sampling)
+    gen = LockstepGenerator(engine, sampling, executor)
     ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check, instructions, render_tools)
     trajs = [
         Trajectory(
