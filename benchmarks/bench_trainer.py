@@ -16,7 +16,8 @@
    (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
    environments and rendering, the old-logprob pass, the update, the weight sync.
 
-Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]``
+Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]
+[--engine-thread caller|pool]``
 (CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
 only when that model is prepared or ``--demo-model smollm2`` asks for it).
 """
@@ -259,11 +260,14 @@ def _demo_cfg(model_dir: str, tmp: str, tiny: bool, **update: object) -> GRPOCon
 
 
 def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
-                    share: bool = True) -> dict[str, float]:
+                    share: bool = True, pool: bool = False) -> dict[str, float]:
     """The last of ``steps`` GRPO steps of the demo's config, sql-v0 in-process.
 
     ``share=False`` turns off both shared starts (the engine's prefill of alike prompts'
-    common start, the update's forward of a group's prompt once).
+    common start, the update's forward of a group's prompt once). ``pool=True`` runs the
+    engine's calls on the loop's thread pool, as releases before the trainer's own
+    thread did (``gymhub.trainer.compute_thread``; a process of its own, since it slows
+    every later torch operator of the process).
     """
     # every episode trains, so that the update is timed even when the untrained model
     # scores alike across a group (dynamic sampling would then skip the update)
@@ -272,6 +276,8 @@ def bench_demo_step(model_dir: str, tmp: str, steps: int, tiny: bool = False,
     with GRPOTrainer(cfg) as trainer:
         if hasattr(trainer.engine, "share_prefixes"):
             trainer.engine.share_prefixes = share
+        if pool:
+            trainer.compute = None
         metrics = [trainer.train_step() for _ in range(steps)]
         result = trainer.evaluate_tasks(trainer.eval_tasks[:EVAL_TASKS])
     return {**metrics[-1], "time_eval": result.seconds}
@@ -399,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-room", action="store_true",
                    help="also time the demo's first step and an evaluation with the engine's "
                         "reserved KV-cache room on and off, alternated")
+    p.add_argument("--engine-thread", choices=("caller", "pool"), default="caller",
+                   help="where the demo split's engine calls run: the trainer's thread (the "
+                        "default, as the learner runs) or the loop's thread pool (earlier "
+                        "releases); compare two runs, one process each")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -420,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"time per demo step split into its parts: skipped: {label}")
         else:
             tiny = args.demo_model == "tiny"
-            split = bench_demo_step(model_dir, tmp, args.demo_steps, tiny)
+            split = bench_demo_step(model_dir, tmp, args.demo_steps, tiny,
+                                    pool=args.engine_thread == "pool")
             print_demo_split(split, label, args.demo_steps)
             if args.compare_sharing:
                 bench_sharing(model_dir, tmp, tiny)
