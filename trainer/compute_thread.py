@@ -11,6 +11,12 @@ bring it back), and the tiny test Llama's GRPO step with it (see README, "Learne
 Keeping every parallel region on one thread avoids it without touching torch's thread
 count.
 
+The one team busy-waits between operators, which is what makes it fast, and also what
+makes it slow where its threads do not have the cores to themselves: with another
+2-thread training on the same 2 cores, the tiny model's step took 2.6x the time of the
+two-team way (``bench_grpo_step.py --compare-threads``, 2026-12-03). Runs that share a
+machine should split its cores (``OMP_NUM_THREADS``), as OpenMP programs always should.
+
 :class:`CallerExecutor` is a ``concurrent.futures.Executor`` whose calls run on the
 thread that waits for a result in :meth:`CallerExecutor.run_until`: the trainer's
 thread, which loaded the model and runs the update. The rollout hands engine calls to
