@@ -4,12 +4,11 @@ Why: the rollout's episodes live on an event loop in a background thread, and th
 engine used to generate in a worker thread of that loop while the update ran in the
 caller's thread. On a CPU, torch parallelises an operator with OpenMP, and each thread
 that enters a parallel region gets a team of OpenMP threads of its own. Once two
-threads of one process have teams, every parallel region in it gets slower: on this
-project's 2-core VMs (2026-12-03, torch 2.13.0) a 64-wide linear layer went from
-~20 us to ~220-310 us, on both threads and for good (an idle wait of seconds did not
-bring it back), and the tiny test Llama's GRPO step with it (see README, "Learner").
-Keeping every parallel region on one thread avoids it without touching torch's thread
-count.
+threads of one process have teams, every parallel region in it gets slower, on both
+threads and for good: on this project's 2-core VMs (2026-12-03, torch 2.13.0) the tiny
+test Llama's GRPO step took 2.3x the time with the engine on the loop's pool
+(``bench_grpo_step.py --compare-threads``; README, "Learner"). Keeping every parallel
+region on one thread avoids it without touching torch's thread count.
 
 The one team busy-waits between operators, which is what makes it fast, and also what
 makes it slow where its threads do not have the cores to themselves: with another
