@@ -15,6 +15,16 @@ whatever the template puts after that token (ChatML's newline), which the sample
 never contains. The delta is independent of the real history, so it is computed the
 same way every turn. :meth:`ChatRenderer.drift` compares an episode's ids with one full
 render of its messages and reports the first position where they part.
+
+Rendering the delta that way re-encodes the tool schemas with every observation (a
+multi-turn rollout's biggest cost outside the engine on a small model). So the renderer
+also tries a short way: render ``[*BASE, *observation]`` without the tools and encode
+only the text after the base's last end-of-turn token. Tokenizers split special tokens
+out before anything else, so for most the two agree, but not for all (a SentencePiece
+``Metaspace`` that marks only the first word of a text; a template that renders tool
+replies by looking up the tools). The short way is therefore taken only for a tool set
+and an observation shape (its roles) for which it gave exactly the long way's ids on
+the first observation of that kind; any mismatch keeps the long way for that kind.
 """
 
 from __future__ import annotations
@@ -74,6 +84,8 @@ class ChatRenderer:
             raise TemplateError("the tokenizer has no eos token; pass end_of_turn_id")
         self.end_of_turn_id = int(eot)
         self._bases: dict[str, list[int]] = {}
+        self._short: dict[tuple[str, tuple[str, ...]], bool] = {}  # see the module docstring
+        self._base_text: tuple[str, int] | None = None
 
     def _render(
         self,
@@ -81,13 +93,21 @@ class ChatRenderer:
         tools: Sequence[dict[str, Any]] | None,
         generation_prompt: bool,
     ) -> list[int]:
-        text = self.tokenizer.apply_chat_template(
+        text = self._text(messages, tools, generation_prompt)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _text(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] | None,
+        generation_prompt: bool,
+    ) -> str:
+        return str(self.tokenizer.apply_chat_template(
             [m.to_dict() for m in messages],
             tools=list(tools) if tools else None,
             tokenize=False,
             add_generation_prompt=generation_prompt,
-        )
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        ))
 
     def prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
@@ -110,6 +130,22 @@ class ChatRenderer:
             TemplateError: the template renders the base differently once more
                 messages follow (it is not prefix-preserving).
         """
+        kind = (self._tools_key(tools), tuple(m.role for m in observation))
+        short = self._short.get(kind)
+        if short:
+            ids = self._short_delta(observation)
+            if ids is not None:
+                return ids
+        ids = self._long_delta(observation, tools)
+        if short is None:
+            if len(self._short) >= 256:  # a bound, not a policy: kinds are few
+                self._short.clear()
+            self._short[kind] = self._short_delta(observation) == ids
+        return ids
+
+    def _long_delta(
+        self, observation: Sequence[Message], tools: Sequence[dict[str, Any]] | None
+    ) -> list[int]:
         base = self._base(tools)
         cut = self._cut(base)
         full = self._render([*_BASE, *observation], tools, True)
@@ -120,13 +156,32 @@ class ChatRenderer:
             )
         return full[cut:]
 
+    def _short_delta(self, observation: Sequence[Message]) -> list[int] | None:
+        """The delta from the text after the base (no tools); ``None`` where it cannot be cut."""
+        if self._base_text is None:
+            text = self._text(_BASE, None, False)
+            eot = self.tokenizer.convert_ids_to_tokens(self.end_of_turn_id)
+            at = text.rfind(eot) if isinstance(eot, str) and eot else -1
+            self._base_text = (text, at + len(eot) if at >= 0 else -1)
+        base, cut = self._base_text
+        if cut < 0:
+            return None
+        full = self._text([*_BASE, *observation], None, True)
+        if not full.startswith(base[:cut]):
+            return None
+        return list(self.tokenizer.encode(full[cut:], add_special_tokens=False))
+
+    @staticmethod
+    def _tools_key(tools: Sequence[dict[str, Any]] | None) -> str:
+        return json.dumps(list(tools) if tools else None, sort_keys=True, default=str)
+
     def _base(self, tools: Sequence[dict[str, Any]] | None) -> list[int]:
         """The base conversation's render, once per tool set.
 
         It depends on nothing else, and a multi-turn rollout would otherwise render it
         again at every turn.
         """
-        key = json.dumps(list(tools) if tools else None, sort_keys=True, default=str)
+        key = self._tools_key(tools)
         base = self._bases.get(key)
         if base is None:
             if len(self._bases) >= 64:  # a bound, not a policy: tool sets are few

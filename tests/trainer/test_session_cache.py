@@ -238,3 +238,17 @@ def test_a_layer_with_room_equals_a_growing_one_and_outgrows_its_room():
     assert not reserve_room(roomy, 4) and not reserve_room(DynamicCache(), 4)
     assert not reserve_room(DynamicCache(ddp_cache_data=start), 0)
     assert type(DynamicCache(ddp_cache_data=start).layers[0]) is DynamicLayer
+
+
+def test_refeed_gives_every_row_a_new_part_as_long_as_the_longest():
+    """No hole between a row's cached prefix and its suffix: short suffixes re-feed."""
+    from gymhub.trainer.engines.hf import _refeed
+    from gymhub.trainer.engines.session_cache import CachedPrefix
+
+    entry = CachedPrefix(list(range(50)), [], [], 0)
+    reqs = [GenerationRequest(list(range(n)), 1) for n in (40, 30, 12, 9)]
+    taken = [(entry, 35), (entry, 28), (None, 0), (entry, 2)]
+    _refeed(reqs, taken)
+    # the longest new part is row 2's 12 tokens (nothing cached)
+    assert [n for _, n in taken] == [28, 18, 0, 0]
+    assert [len(r.prompt_ids) - n for r, (_, n) in zip(reqs, taken, strict=True)] == [12, 12, 12, 9]

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from ..hf_compat import cache_keyword, cache_of, last_logits_keyword
 from .base import Completion, GenerationRequest, SamplingConfig
 from .prefix_share import prefix_groups
-from .session_cache import CachedPrefix, SessionCaches, batch_cache, cut_row, plain_layers
+from .session_cache import (
+    CachedPrefix,
+    SessionCaches,
+    batch_cache,
+    cut_row,
+    plain_layers,
+    view_row,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -146,9 +153,10 @@ class TransformersEngine:
         """Prefill what no cache holds, then decode the batch in lockstep.
 
         Columns of the batch: each row's cached prefix left-padded to the widest one,
-        then its uncached suffix left-padded to the longest one, then one column per
-        decode step. ``attn`` marks the columns a row really fed (holes and the steps
-        after a row finished are 0), which is also what :meth:`_keep` cuts back out.
+        then its uncached suffix (all as long as the longest, see :func:`_refeed`; a
+        row with no cache is left-padded), then one column per decode step. ``attn``
+        marks the columns a row really fed (padding and the steps after a row finished
+        are 0), which is also what :meth:`_keep` cuts back out.
         """
         import torch
 
@@ -157,6 +165,7 @@ class TransformersEngine:
         if min((len(r.prompt_ids) for r in requests), default=1) < 1:
             raise ValueError("every request needs at least one prompt token")
         self._share_prefixes(requests, taken, device)
+        _refeed(requests, taken)
         reuse = [n for _, n in taken]
         past_w = max(reuse, default=0)
         suffixes = [list(r.prompt_ids[n:]) for r, n in zip(requests, reuse, strict=True)]
@@ -171,10 +180,10 @@ class TransformersEngine:
             attn[row, past_w - n : past_w] = 1
             attn[row, past_w + start :] = 1
         ids, attn, pos = ids.to(device), attn.to(device), pos.to(device)
-        past, logits = self._prefill(requests, ids, attn, pos, taken, past_w)
-        taken.clear()  # the batch cache is now the only copy of the prefixes
-        attn = _compact(past, attn)
         steps = max((r.max_tokens for r in requests), default=0)
+        room = width + steps if self.reserve_room else 0
+        past, logits = self._prefill(requests, ids, attn, pos, taken, past_w, room=room)
+        taken.clear()  # the batch cache is now the only copy of the prefixes
         if self.reserve_room:
             from .kv_room import reserve_room
 
@@ -283,6 +292,7 @@ class TransformersEngine:
         taken: list[tuple[CachedPrefix | None, int]],
         past_w: int,
         share: bool = True,
+        room: int = 0,
     ) -> tuple[Any, torch.Tensor]:
         """The batch's cache and last-position logits after its prompts.
 
@@ -312,7 +322,7 @@ class TransformersEngine:
             taken = [taken[row] for row in rows]
         kwargs: dict[str, Any] = dict(self._last_logits)
         if past_w > 0:
-            kwargs[self._cache_kw] = batch_cache(taken, past_w)
+            kwargs[self._cache_kw] = batch_cache(taken, past_w, room)
         result = self.model(
             input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kwargs
         )
@@ -320,7 +330,7 @@ class TransformersEngine:
         logits = result.logits[:, -1, :].float()
         if shared:
             if not hasattr(past, "batch_select_indices"):  # a legacy cache: no sharing
-                return self._prefill(requests, *full, taken_all, past_w, share=False)
+                return self._prefill(requests, *full, taken_all, past_w, share=False, room=room)
             spread = torch.tensor(expand, device=logits.device)
             past.batch_select_indices(spread)
             logits = logits[spread]
@@ -346,13 +356,18 @@ class TransformersEngine:
                 self.caches.untake(session)
             self.caches.clear()
             return
+        counts = attn.sum(dim=1).tolist()
+        firsts = attn.argmax(dim=1).tolist()
+        lasts = (attn.shape[1] - 1 - attn.flip(1).argmax(dim=1)).tolist()
         for row, session in sessions:
-            keep = attn[row].nonzero()[:, 0]
-            keys, values = cut_row(layers, row, keep)
             prefix = [*requests[row].prompt_ids, *fed[row]]
-            if len(prefix) != int(keep.numel()):  # an internal inconsistency: never reuse it
+            if len(prefix) != counts[row]:  # an internal inconsistency: never reuse it
                 self.caches.untake(session)
                 continue
+            if lasts[row] - firsts[row] + 1 == counts[row]:  # one run of columns, as usual
+                keys, values = view_row(layers, row, firsts[row], lasts[row] + 1)
+            else:
+                keys, values = cut_row(layers, row, attn[row].nonzero()[:, 0])
             self.caches.put(
                 session, CachedPrefix(prefix, keys, values, version=self.policy_version)
             )
@@ -385,34 +400,23 @@ class TransformersEngine:
         """See :meth:`sleep`."""
 
 
-def _compact(past: Any, attn: torch.Tensor) -> torch.Tensor:
-    """Close the holes between each row's cached prefix and its suffix; the new mask.
+def _refeed(
+    requests: Sequence[GenerationRequest], taken: list[tuple[CachedPrefix | None, int]]
+) -> None:
+    """Shorten reuse so that every row's new part is as long as the longest one.
 
-    Rows that reuse prefixes of different lengths (a prompt sharing only the system
-    prompt next to one sharing its schema too) leave padding between prefix and suffix,
-    and every decode step would attend over those columns. Each row's real columns are
-    moved, in order, to the right end of a cache as wide as the longest row (positions
-    are explicit, so nothing else changes). A cache that is not plain is left as it is.
+    A row whose uncached suffix is shorter than the batch's longest would otherwise be
+    left-padded between its cached prefix and its suffix: a hole that every decode step
+    attends over (or that would have to be copied away). Re-feeding the end
+    of its cached prefix instead costs nothing: the padded columns are computed in the
+    same batched forward either way. Its real columns are then one run, ending at the
+    batch's last column.
     """
-    import torch
-
-    counts = attn.sum(dim=1)
-    width = int(counts.max())
-    layers = plain_layers(past)
-    if width == attn.shape[1] or layers is None:
-        return attn
-    rows = [attn[row].nonzero()[:, 0] for row in range(attn.shape[0])]
-    for layer in layers:
-        for name in ("keys", "values"):
-            old = getattr(layer, name)
-            new = old.new_zeros((old.shape[0], old.shape[1], width, old.shape[3]))
-            for row, keep in enumerate(rows):
-                new[row, :, width - len(keep):] = old[row, :, keep]
-            setattr(layer, name, new)
-    out = torch.zeros((attn.shape[0], width), dtype=attn.dtype, device=attn.device)
-    for row, keep in enumerate(rows):
-        out[row, width - len(keep):] = 1
-    return out
+    width = max(len(r.prompt_ids) - n for r, (_, n) in zip(requests, taken, strict=True))
+    for row, (r, (entry, n)) in enumerate(zip(requests, taken, strict=True)):
+        short = width - (len(r.prompt_ids) - n)
+        if n and short:
+            taken[row] = (entry, max(n - short, 0))
 
 
 def _sample(

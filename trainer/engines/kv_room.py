@@ -31,13 +31,17 @@ class RoomyLayer(DynamicLayer):  # type: ignore[no-untyped-call]
     @classmethod
     def around(cls, layer: Any, room: int) -> RoomyLayer:
         """A copy of plain ``layer``'s columns with ``room`` more reserved after them."""
-        new = cls()
-        new.device = layer.keys.device
-        new.is_initialized = True
-        new._key_buf = _with_room(layer.keys, room)
-        new._value_buf = _with_room(layer.values, room)
         n = layer.keys.shape[-2]
-        new.keys, new.values = new._key_buf[:, :, :n], new._value_buf[:, :, :n]
+        return cls.over(_with_room(layer.keys, room), _with_room(layer.values, room), n)
+
+    @classmethod
+    def over(cls, key_buf: torch.Tensor, value_buf: torch.Tensor, n: int) -> RoomyLayer:
+        """A layer holding the first ``n`` columns of the buffers; the rest is its room."""
+        new = cls()
+        new.device = key_buf.device
+        new.is_initialized = True
+        new._key_buf, new._value_buf = key_buf, value_buf
+        new.keys, new.values = key_buf[:, :, :n], value_buf[:, :, :n]
         return new
 
     def update(

@@ -170,28 +170,38 @@ def plain_layers(cache: Any) -> list[Any] | None:
     return list(layers)
 
 
-def batch_cache(prefixes: Sequence[tuple[CachedPrefix | None, int]], width: int) -> Any:
-    """One ``DynamicCache`` of ``width`` columns holding each row's prefix, left-padded.
+def batch_cache(
+    prefixes: Sequence[tuple[CachedPrefix | None, int]], width: int, room: int = 0
+) -> Any:
+    """One cache of ``width`` columns holding each row's prefix, left-padded.
 
     Row ``i`` holds the first ``n_i`` cached tokens of its prefix in its last ``n_i``
-    columns; the columns before them are zeros, which the attention mask hides.
+    columns; the columns before them are zeros, which the attention mask hides. With
+    ``room``, its layers are :class:`.kv_room.RoomyLayer` s with that many columns
+    reserved, so that the prefill and the decode steps after it write in place (a
+    ``DynamicLayer`` would copy the whole cache to append each of them).
     """
-    import torch
     from transformers import DynamicCache
 
     ref = next(e for e, n in prefixes if e is not None and n > 0)
     layers = []
     for layer in range(len(ref.keys)):
-        k0, v0 = ref.keys[layer], ref.values[layer]
-        k = torch.zeros((len(prefixes), k0.shape[1], width, k0.shape[3]), dtype=k0.dtype,
-                        device=k0.device)
-        v = torch.zeros((len(prefixes), v0.shape[1], width, v0.shape[3]), dtype=v0.dtype,
-                        device=v0.device)
+        bufs = []
+        for t in (ref.keys[layer], ref.values[layer]):
+            buf = t.new_empty((len(prefixes), t.shape[1], width + room, t.shape[3]))
+            buf[:, :, :width].zero_()
+            bufs.append(buf)
         for row, (entry, n) in enumerate(prefixes):
             if entry is not None and n > 0:
-                k[row, :, width - n :] = entry.keys[layer][0, :, :n]
-                v[row, :, width - n :] = entry.values[layer][0, :, :n]
-        layers.append((k, v))
+                bufs[0][row, :, width - n : width] = entry.keys[layer][0, :, :n]
+                bufs[1][row, :, width - n : width] = entry.values[layer][0, :, :n]
+        layers.append((bufs[0], bufs[1]))
+    if room > 0:
+        from .kv_room import RoomyLayer
+
+        cache = DynamicCache()
+        cache.layers = [RoomyLayer.over(k, v, width) for k, v in layers]
+        return cache
     return DynamicCache(ddp_cache_data=layers)
 
 
@@ -199,4 +209,15 @@ def cut_row(layers: Sequence[Any], row: int, keep: torch.Tensor) -> tuple[list[A
     """Row ``row``'s keys and values at the columns ``keep`` (indices), as compact copies."""
     keys = [layer.keys[row : row + 1].index_select(2, keep) for layer in layers]
     values = [layer.values[row : row + 1].index_select(2, keep) for layer in layers]
+    return keys, values
+
+
+def view_row(layers: Sequence[Any], row: int, start: int, stop: int) -> tuple[list[Any], list[Any]]:
+    """Row ``row``'s keys and values at the columns ``start:stop``, as views (no copy).
+
+    The views keep the batch's buffers alive until every row cut from them is replaced
+    or released; the next call of those sessions copies them into its own batch anyway.
+    """
+    keys = [layer.keys[row : row + 1, :, start:stop] for layer in layers]
+    values = [layer.values[row : row + 1, :, start:stop] for layer in layers]
     return keys, values
