@@ -10,8 +10,10 @@
    ``echo-v0`` (4 turns x 16 tokens, observations appended between turns), with the
    cross-turn KV cache off (every turn re-reads its whole context) and on (a turn
    prefills only its new tokens), against single-turn generation of 64 tokens from the
-   same 8 first prompts (tool schemas included), all in the same run. The last line is
-   ``multi-turn / single-turn tokens/s: R×`` with the cache on.
+   same 8 first prompts (tool schemas included), all in the same run; also single-turn
+   *rollouts* of 64 tokens (the same episode pipeline for one turn), which separate what
+   multi-turn costs from an episode's fixed costs. The last line is
+   ``multi-turn / single-turn tokens/s: R×`` with the cache on, against generation.
 3. Time per demo step split into its parts: a GRPO step of ``examples/sql_demo.toml``
    (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
    environments and rendering, the old-logprob pass, the update, the weight sync.
@@ -163,12 +165,12 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     # torch would slow every operator of the process: gymhub.trainer.compute_thread).
     runner, compute = LoopThread("bench-rollouts"), CallerExecutor()
 
-    def episodes(cache: bool, drift: str = "off") -> list[Trajectory]:
+    def episodes(cache: bool, turns: int = 4) -> list[Trajectory]:
         return runner.run(run_group_batch(
             backend=InProcessBackend(), engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
-            budgets=Budgets(4, 16, 64, 4096), tasks=tasks, group_size=1, seed=0,
-            drift_check=drift, executor=compute), wait=compute.run_until)
+            budgets=Budgets(turns, 64 // turns, 64, 4096), tasks=tasks, group_size=1,
+            seed=0, drift_check="off", executor=compute), wait=compute.run_until)
 
     drifted, turns = drift_check(tok, renderer, tasks)
     # The single-turn side starts from exactly the multi-turn side's first prompts
@@ -190,6 +192,9 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         "multi_off": lambda: sum(t.generated_tokens for t in episodes(False)),
         "multi_on": lambda: sum(t.generated_tokens for t in episodes(True)),
         "single": single,
+        # the same pipeline as multi-turn (environment, rendering, parsing) for one turn
+        # of 64 tokens: what multi-turn costs beyond the episode's fixed costs
+        "single_rollout": lambda: sum(t.generated_tokens for t in episodes(True, turns=1)),
     }
     rates: dict[str, list[float]] = {k: [] for k in runs}
     for fn in runs.values():
@@ -203,9 +208,11 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     out = {k: statistics.median(v) for k, v in rates.items()}
     # Ratios of the same round (runs a second apart), then their median: steadier than a
     # ratio of medians when other work on the machine comes and goes.
-    for key in ("multi_off", "multi_on"):
+    for key in ("multi_off", "multi_on", "single_rollout"):
         out[f"{key}_ratio"] = statistics.median(
             m / s for m, s in zip(rates[key], rates["single"], strict=True))
+    out["multi_rollout_ratio"] = statistics.median(
+        m / s for m, s in zip(rates["multi_on"], rates["single_rollout"], strict=True))
     out["on_off_ratio"] = statistics.median(
         a / b for a, b in zip(rates["multi_on"], rates["multi_off"], strict=True))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
@@ -447,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
           f"   {r['multi_off_ratio']:.2f}x single-turn (before)")
     print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache on    {r['multi_on']:8.0f} tokens/s"
           f"   {r['multi_on_ratio']:.2f}x single-turn (after)")
+    print(f"  single-turn rollouts (1 x 64 tokens, echo-v0)     {r['single_rollout']:8.0f} tokens/s"
+          f"   {r['single_rollout_ratio']:.2f}x single-turn; multi-turn (cache on) is "
+          f"{r['multi_rollout_ratio']:.2f}x these")
     print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
     print(f"multi-turn / single-turn tokens/s: {r['multi_on_ratio']:.2f}\u00d7")
     return 0

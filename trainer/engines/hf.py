@@ -26,7 +26,6 @@ from .session_cache import (
     CachedPrefix,
     SessionCaches,
     batch_cache,
-    cut_row,
     plain_layers,
     view_row,
 )
@@ -361,13 +360,12 @@ class TransformersEngine:
         lasts = (attn.shape[1] - 1 - attn.flip(1).argmax(dim=1)).tolist()
         for row, session in sessions:
             prefix = [*requests[row].prompt_ids, *fed[row]]
-            if len(prefix) != counts[row]:  # an internal inconsistency: never reuse it
+            # a row's columns are one run (see _refeed); anything else would be an
+            # internal inconsistency, and such a cache is never reused
+            if len(prefix) != counts[row] or lasts[row] - firsts[row] + 1 != counts[row]:
                 self.caches.untake(session)
                 continue
-            if lasts[row] - firsts[row] + 1 == counts[row]:  # one run of columns, as usual
-                keys, values = view_row(layers, row, firsts[row], lasts[row] + 1)
-            else:
-                keys, values = cut_row(layers, row, attn[row].nonzero()[:, 0])
+            keys, values = view_row(layers, row, firsts[row], lasts[row] + 1)
             self.caches.put(
                 session, CachedPrefix(prefix, keys, values, version=self.policy_version)
             )

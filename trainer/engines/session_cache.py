@@ -6,14 +6,15 @@ observations): turn ``k`` costs a prefill of everything before it. With them, tu
 closing end-of-turn token when the turn did not sample it, and the observation's
 template delta) and decodes from there.
 
-Storage is one compact cache per episode (no padding, positions ``0..n-1``) rather
-than one padded batch cache kept across calls: a lockstep batch changes shape from turn
-to turn (episodes end, new ones start, suffixes differ in length), and a batch cache
-would accumulate padding holes that every later attention step pays for. At each
-engine call the episodes' caches are left-padded into one batch cache (a copy per
-layer, small next to a forward pass) and, after decoding, each row's real columns are
-cut back out; measured on the CPU this costs a few per cent of a turn, while the
-prefill it saves grows with the context (``benchmarks/bench_trainer.py``).
+Storage is one cache per episode (no padding, positions ``0..n-1``) rather than one
+padded batch cache kept across calls: a lockstep batch changes shape from turn to turn
+(episodes end, new ones start, suffixes differ in length), and a batch cache would
+accumulate padding holes that every later attention step pays for. At each engine call
+the episodes' caches are copied, left-padded, into one batch cache with room reserved
+for the call's prefill and decode steps (one copy per layer, small next to a forward
+pass); after decoding, each row's real columns, one run of them, are kept as views of
+that batch cache (no second copy). The prefill it saves grows with the context
+(``benchmarks/bench_trainer.py``).
 
 Token-exactness does not depend on the cache: the request's ``prompt_ids`` stay the
 whole truth. A cached prefix is used only as far as it equals the start of the new
@@ -203,13 +204,6 @@ def batch_cache(
         cache.layers = [RoomyLayer.over(k, v, width) for k, v in layers]
         return cache
     return DynamicCache(ddp_cache_data=layers)
-
-
-def cut_row(layers: Sequence[Any], row: int, keep: torch.Tensor) -> tuple[list[Any], list[Any]]:
-    """Row ``row``'s keys and values at the columns ``keep`` (indices), as compact copies."""
-    keys = [layer.keys[row : row + 1].index_select(2, keep) for layer in layers]
-    values = [layer.values[row : row + 1].index_select(2, keep) for layer in layers]
-    return keys, values
 
 
 def view_row(layers: Sequence[Any], row: int, start: int, stop: int) -> tuple[list[Any], list[Any]]:
