@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..hf_compat import cache_keyword, cache_of, last_logits_keyword
 from .base import Completion, GenerationRequest, SamplingConfig
+from .masks import additive_mask, prebuilt_masks_apply
 from .prefix_share import prefix_groups
 from .session_cache import (
     CachedPrefix,
@@ -55,6 +56,9 @@ class TransformersEngine:
             :mod:`.prefix_share`).
         reserve_room: decode into a cache with the steps' columns reserved, written in
             place, instead of copying the whole cache every step (see :mod:`.kv_room`).
+        prebuilt_masks: hand the model each forward's attention mask in the additive
+            form SDPA uses, built once, where that is exactly what the model would
+            build (see :mod:`.masks`); off, the model builds it from the 2-D mask.
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class TransformersEngine:
         max_cached_sessions: int = 256,
         share_prefixes: bool = True,
         reserve_room: bool = True,
+        prebuilt_masks: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -83,6 +88,7 @@ class TransformersEngine:
         self.caches = SessionCaches(max_cached_sessions)
         self.share_prefixes = share_prefixes
         self.reserve_room = reserve_room
+        self.prebuilt_masks = prebuilt_masks and prebuilt_masks_apply(model)
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -216,7 +222,7 @@ class TransformersEngine:
             last_pos = last_pos + 1
             result = self.model(
                 input_ids=next_tokens.to(device),
-                attention_mask=attn,
+                attention_mask=self._mask(attn, 1),
                 position_ids=last_pos,
                 use_cache=True,
                 **{self._cache_kw: past},
@@ -323,7 +329,8 @@ class TransformersEngine:
         if past_w > 0:
             kwargs[self._cache_kw] = batch_cache(taken, past_w, room)
         result = self.model(
-            input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, **kwargs
+            input_ids=ids, attention_mask=self._mask(attn, ids.shape[1]), position_ids=pos,
+            use_cache=True, **kwargs
         )
         past = cache_of(result)
         logits = result.logits[:, -1, :].float()
@@ -369,6 +376,12 @@ class TransformersEngine:
             self.caches.put(
                 session, CachedPrefix(prefix, keys, values, version=self.policy_version)
             )
+
+    def _mask(self, attn: torch.Tensor, queries: int) -> torch.Tensor:
+        """The mask a forward gets: additive and 4-D where :mod:`.masks` applies."""
+        if not self.prebuilt_masks:
+            return attn
+        return additive_mask(attn, queries, self.model.get_input_embeddings().weight.dtype)
 
     def _hit_stop_string(self, ids: list[int], stops: Sequence[str]) -> bool:
         if not stops:
