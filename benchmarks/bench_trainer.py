@@ -19,7 +19,7 @@
    environments and rendering, the old-logprob pass, the update, the weight sync.
 
 Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]
-[--engine-thread caller|pool]``
+[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-compact]``
 (CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
 only when that model is prepared or ``--demo-model smollm2`` asks for it).
 """
@@ -165,12 +165,20 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     # torch would slow every operator of the process: gymhub.trainer.compute_thread).
     runner, compute = LoopThread("bench-rollouts"), CallerExecutor()
 
-    def episodes(cache: bool, turns: int = 4) -> list[Trajectory]:
-        return runner.run(run_group_batch(
+    inside: dict[str, list[float]] = {}  # per run: seconds inside the engine, and in all
+
+    def episodes(cache: bool, turns: int = 4, key: str = "") -> int:
+        stats: dict[str, float] = {}
+        start = time.perf_counter()
+        trajs = runner.run(run_group_batch(
             backend=InProcessBackend(), engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
             budgets=Budgets(turns, 64 // turns, 64, 4096), tasks=tasks, group_size=1,
-            seed=0, drift_check="off", executor=compute), wait=compute.run_until)
+            seed=0, drift_check="off", executor=compute, stats=stats), wait=compute.run_until)
+        if key:
+            inside.setdefault(key, []).append(stats["time_generate"])
+            inside.setdefault(key + "_all", []).append(time.perf_counter() - start)
+        return sum(t.generated_tokens for t in trajs)
 
     drifted, turns = drift_check(tok, renderer, tasks)
     # The single-turn side starts from exactly the multi-turn side's first prompts
@@ -189,12 +197,12 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         return sum(len(o.token_ids) for o in outs)
 
     runs = {
-        "multi_off": lambda: sum(t.generated_tokens for t in episodes(False)),
-        "multi_on": lambda: sum(t.generated_tokens for t in episodes(True)),
+        "multi_off": lambda: episodes(False),
+        "multi_on": lambda: episodes(True, key="multi_on"),
         "single": single,
         # the same pipeline as multi-turn (environment, rendering, parsing) for one turn
         # of 64 tokens: what multi-turn costs beyond the episode's fixed costs
-        "single_rollout": lambda: sum(t.generated_tokens for t in episodes(True, turns=1)),
+        "single_rollout": lambda: episodes(True, turns=1, key="single_rollout"),
     }
     rates: dict[str, list[float]] = {k: [] for k in runs}
     for fn in runs.values():
@@ -215,6 +223,10 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         m / s for m, s in zip(rates["multi_on"], rates["single_rollout"], strict=True))
     out["on_off_ratio"] = statistics.median(
         a / b for a, b in zip(rates["multi_on"], rates["multi_off"], strict=True))
+    for key in ("multi_on", "single_rollout"):  # the rounds after the warm-up's
+        out[f"{key}_engine_ms"] = 1000 * statistics.median(inside[key][1:])
+        out[f"{key}_outside_ms"] = 1000 * statistics.median(
+            a - e for a, e in zip(inside[key + "_all"][1:], inside[key][1:], strict=True))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
     return out
@@ -339,13 +351,14 @@ def bench_sharing(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2,
         print(f"  {part:10s}  on {on:7.2f} s   off {off:7.2f} s   on / off {on / off:.2f}x time")
 
 
-def bench_room(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2) -> None:
-    """Decoding into reserved cache room against growing the cache by copies.
+def bench_switch(model_dir: str, tmp: str, attr: str, what: str, tiny: bool = False,
+                 rounds: int = 2) -> None:
+    """One engine switch (``attr``) on against off, alternated round by round.
 
-    The engine's ``reserve_room`` on and off, alternated round by round on the same work:
-    the demo's first step's rollouts (its tasks, group size and sampling), then a greedy
-    evaluation of held-out tasks. The samples are the same either way (tested); only
-    the time differs.
+    The same work each way: the demo's first step's rollouts (its tasks, group size and
+    sampling), then a greedy evaluation of held-out tasks. ``reserve_room`` changes no
+    sample (tested); ``compact_rows`` changes log-probabilities only by float rounding
+    (tested). Only the time is compared.
     """
     cfg = _demo_cfg(model_dir, tmp, tiny)
     times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
@@ -355,15 +368,15 @@ def bench_room(model_dir: str, tmp: str, tiny: bool = False, rounds: int = 2) ->
         held = trainer.eval_tasks[:EVAL_TASKS]
         trainer.rollout(tasks, group_size=cfg.group_size, seed=0, prefix="w:")  # warm-up
         for r in range(rounds):
-            for room in (True, False):
-                trainer.engine.reserve_room = room  # type: ignore[attr-defined]
+            for on in (True, False):
+                setattr(trainer.engine, attr, on)
                 t = time.perf_counter()
                 trainer.rollout(tasks, group_size=cfg.group_size, seed=r, prefix="b:")
-                times["generation"][room].append(time.perf_counter() - t)
-                times["evaluation"][room].append(trainer.evaluate_tasks(held).seconds)
-    print(f"decoding into reserved KV-cache room on / off, alternated ({rounds} rounds): the "
-          f"demo's first step ({cfg.tasks_per_step} tasks x {cfg.group_size} samples) and a "
-          f"{len(held)}-task evaluation")
+                times["generation"][on].append(time.perf_counter() - t)
+                times["evaluation"][on].append(trainer.evaluate_tasks(held).seconds)
+    print(f"{what} on / off, alternated ({rounds} rounds): the demo's first step "
+          f"({cfg.tasks_per_step} tasks x {cfg.group_size} samples) and a {len(held)}-task "
+          "evaluation")
     for part, by in times.items():
         on, off = statistics.median(by[True]), statistics.median(by[False])
         print(f"  {part:10s}  on {on:7.2f} s   off {off:7.2f} s   on / off {on / off:.2f}x time")
@@ -412,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-room", action="store_true",
                    help="also time the demo's first step and an evaluation with the engine's "
                         "reserved KV-cache room on and off, alternated")
+    p.add_argument("--compare-compact", action="store_true",
+                   help="also time the demo's first step and an evaluation with finished rows "
+                        "cut out of the decoding batch (compact_rows) on and off, alternated")
     p.add_argument("--engine-thread", choices=("caller", "pool"), default="caller",
                    help="where the demo split's engine calls run: the trainer's thread (the "
                         "default, as the learner runs) or the loop's thread pool (earlier "
@@ -443,7 +459,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare_sharing:
                 bench_sharing(model_dir, tmp, tiny)
             if args.compare_room:
-                bench_room(model_dir, tmp, tiny)
+                bench_switch(model_dir, tmp, "reserve_room",
+                             "decoding into reserved KV-cache room", tiny)
+            if args.compare_compact:
+                bench_switch(model_dir, tmp, "compact_rows",
+                             "cutting finished rows out of the decoding batch", tiny)
     r = bench_rollouts(tok)
     print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
     print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "
@@ -458,6 +478,11 @@ def main(argv: list[str] | None = None) -> int:
           f"   {r['single_rollout_ratio']:.2f}x single-turn; multi-turn (cache on) is "
           f"{r['multi_rollout_ratio']:.2f}x these")
     print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
+    for key, name in (("multi_on", "multi-turn rollout (cache on)"),
+                      ("single_rollout", "single-turn rollout")):
+        print(f"  {name:31s} per run: {r[key + '_engine_ms']:6.1f} ms inside the engine, "
+              f"{r[key + '_outside_ms']:5.1f} ms outside it (environments, rendering, parsing, "
+              "waiting for the lockstep batch)")
     print(f"multi-turn / single-turn tokens/s: {r['multi_on_ratio']:.2f}\u00d7")
     return 0
 
