@@ -6,6 +6,14 @@ registered environments in this process (tests, small runs); :class:`RemoteBacke
 runs them on environment servers through the HTTP client's pool, so the rollout
 cannot tell them apart. Blocking environment work runs
 in worker threads, never on the event loop.
+
+The one exception is work too small to block anything: a worker-thread hop costs the
+loop ~0.1 ms (a queue put that wakes a worker and hands it the GIL, and the reply through
+the loop's self-pipe), more than a step of a pure-Python environment such as echo-v0,
+which holds the GIL in the worker anyway. So :class:`InProcessBackend` times each kind
+of call (start, step, close) of each environment, and once such calls have all been
+cheap for a while it makes them on the loop; the first one that is not cheap sends them
+back to the threads for good (see :class:`_Placement`).
 """
 
 from __future__ import annotations
@@ -14,13 +22,16 @@ import asyncio
 import contextlib
 import itertools
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from gymhub.types import Message, StepResult
 
 __all__ = ["EpisodeBackend", "EpisodeStart", "InProcessBackend", "RemoteBackend"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -54,18 +65,54 @@ class EpisodeBackend(Protocol):
         ...
 
 
+class _Placement:
+    """Where one environment id's calls run: worker threads, until they prove cheap.
+
+    ``proof`` calls in a row under ``cheap_s`` move them onto the loop; a call on the
+    loop that takes over ``4 * cheap_s`` moves them back to the threads, and they stay
+    there (an environment that can block is not trusted again).
+    """
+
+    def __init__(self, cheap_s: float, proof: int = 16) -> None:
+        self.cheap_s = cheap_s
+        self.proof = proof
+        self.inline = False
+        self.demoted = False
+        self._cheap_in_a_row = 0
+
+    def record(self, seconds: float) -> None:
+        if self.inline:
+            if seconds > 4 * self.cheap_s:
+                self.inline, self.demoted = False, True
+            return
+        self._cheap_in_a_row = self._cheap_in_a_row + 1 if seconds < self.cheap_s else 0
+        if not self.demoted and self._cheap_in_a_row >= self.proof:
+            self.inline = True
+
+
+def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+    start = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - start
+
+
 class InProcessBackend:
     """Environments made in this process, one instance per episode.
 
     Args:
         env_kwargs: per environment id, keyword arguments for ``gymhub.envs.make``.
         factory: builds an environment from an id (defaults to ``gymhub.envs.make``).
+        inline_below_ms: an environment's calls of one kind (make and reset, step,
+            close) that keep under this many milliseconds are made on the event loop
+            instead of a worker thread (see the module docstring); ``None`` always
+            uses threads.
     """
 
     def __init__(
         self,
         env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
         factory: Callable[..., Any] | None = None,
+        inline_below_ms: float | None = 0.25,
     ) -> None:
         if factory is None:
             from gymhub.envs import make
@@ -76,6 +123,33 @@ class InProcessBackend:
         self._episodes: dict[str, Any] = {}
         self._ids = itertools.count()
         self._task_cache: dict[str, list[dict[str, Any]]] = {}
+        self._inline_s = None if inline_below_ms is None else inline_below_ms / 1000
+        self._placements: dict[str, _Placement] = {}
+        self._env_ids: dict[str, str] = {}  # episode id -> environment id
+
+    @property
+    def inline_envs(self) -> list[str]:
+        """``env_id:call`` (``start``, ``step``, ``close``) of the calls now made on the loop."""
+        return sorted(key for key, p in self._placements.items() if p.inline)
+
+    async def _call(self, env_id: str, kind: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the loop or in a worker thread, as that kind of call earned.
+
+        Each kind of call of each environment earns it on its own: an environment whose
+        reset is cheap but whose steps run code still steps in worker threads.
+        """
+        if self._inline_s is None:
+            return await asyncio.to_thread(fn, *args)
+        key = f"{env_id}:{kind}"
+        place = self._placements.get(key)
+        if place is None:
+            place = self._placements[key] = _Placement(self._inline_s)
+        if place.inline:
+            out, seconds = _timed(fn, *args)
+        else:
+            out, seconds = await asyncio.to_thread(_timed, fn, *args)
+        place.record(seconds)
+        return out
 
     def _make(self, env_id: str) -> Any:
         return self._factory(env_id, **self._kwargs.get(env_id, {}))
@@ -91,22 +165,25 @@ class InProcessBackend:
             obs, info = env.reset(seed=seed, options=options)
             return env, obs, info
 
-        env, obs, info = await asyncio.to_thread(_start)
+        env, obs, info = await self._call(env_id, "start", _start)
         episode_id = f"ep-{next(self._ids)}"
         self._episodes[episode_id] = env
+        self._env_ids[episode_id] = env_id
         return EpisodeStart(episode_id, list(obs), dict(info))
 
     async def step(self, episode_id: str, action: Message) -> StepResult:
-        """Step the episode's environment in a worker thread."""
+        """Step the episode's environment (in a worker thread unless it is cheap)."""
         env = self._episodes[episode_id]
-        obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+        obs, reward, terminated, truncated, info = await self._call(
+            self._env_ids[episode_id], "step", env.step, action)
         return StepResult(list(obs), float(reward), bool(terminated), bool(truncated), dict(info))
 
     async def close(self, episode_id: str) -> None:
         """Close and forget the environment."""
         env = self._episodes.pop(episode_id, None)
+        env_id = self._env_ids.pop(episode_id, "")
         if env is not None:
-            await asyncio.to_thread(env.close)
+            await self._call(env_id, "close", env.close)
 
     async def tasks(self, env_id: str) -> list[dict[str, Any]]:
         """``{"id", "meta"}`` of every task, from a throwaway instance (cached)."""
