@@ -83,3 +83,28 @@ def test_a_template_that_is_not_prefix_preserving_still_fails(tokenizer):
     renderer = ChatRenderer(tok)
     with pytest.raises(TemplateError, match="prefix-preserving"):
         renderer.observation_ids([Message(role="user", content="a")])
+
+
+def test_the_backend_encodes_as_the_tokenizer_does_and_is_used(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    first = [Message(role="system", content="be brief"), Message(role="user", content="apple")]
+    texts = [m for obs in OBSERVATIONS for m in obs]
+    for message in texts:
+        text = renderer._text([*first, message], TOOLS, True)
+        assert renderer._encode(text) == tokenizer.encode(text, add_special_tokens=False)
+    assert renderer._backend is not None and renderer._backend_checked
+
+
+def test_a_backend_that_disagrees_is_dropped_for_the_tokenizer(tokenizer):
+    class Off:  # a backend whose ids are not the tokenizer's
+        def encode(self, text, add_special_tokens=False):
+            class Encoding:
+                ids = [7]
+            return Encoding()
+
+    renderer = ChatRenderer(tokenizer)
+    renderer._backend = Off()
+    prompt = [Message(role="user", content="apple")]
+    assert renderer.prompt_ids(prompt) == tokenizer.encode(
+        renderer._text(prompt, None, True), add_special_tokens=False)
+    assert renderer._backend is None  # checked once, found wrong, never used again
