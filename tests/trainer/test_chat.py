@@ -98,9 +98,9 @@ def test_the_backend_encodes_as_the_tokenizer_does_and_is_used(tokenizer):
 def test_a_backend_that_disagrees_is_dropped_for_the_tokenizer(tokenizer):
     class Off:  # a backend whose ids are not the tokenizer's
         def encode(self, text, add_special_tokens=False):
-            class Encoding:
-                ids = [7]
-            return Encoding()
+            from types import SimpleNamespace
+
+            return SimpleNamespace(ids=[7])
 
     renderer = ChatRenderer(tokenizer)
     renderer._backend = Off()
