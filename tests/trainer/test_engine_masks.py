@@ -27,7 +27,10 @@ def test_the_mask_attends_to_fed_columns_up_to_each_query():
     assert mask[1, 0].tolist() == [[0.0, 0.0, 0.0, inf], [0.0, 0.0, 0.0, 0.0]]
     assert additive_mask(attn, 1, torch.float32)[:, 0, 0].tolist() == [[inf, 0, 0, 0], [0] * 4]
     plain = torch.ones((2, 3), dtype=torch.long)
-    assert additive_mask(plain, 2, torch.float32) is plain  # nothing padded: the model's way
+    assert additive_mask(plain, 1, torch.float32) is plain  # no mask at all: the model's way
+    assert additive_mask(plain, 3, torch.float32) is plain
+    causal = additive_mask(plain, 2, torch.float32)  # after a cache: causal, no padding
+    assert causal[0, 0].tolist() == [[0.0, 0.0, inf], [0.0, 0.0, 0.0]]
 
 
 def test_only_models_whose_own_mask_it_reproduces(tokenizer):
@@ -70,16 +73,17 @@ def test_prebuilt_masks_change_no_sample_and_no_logprob(tiny_model, tokenizer, t
     assert engines[True].caches.hits > 0
 
 
-def test_a_forward_with_the_mask_equals_the_models_own_bit_for_bit(tiny_model):
-    """A prefill after a cache, rows left-padded: logits and cached keys are identical."""
+@pytest.mark.parametrize("padded", [True, False], ids=["left-padded", "no padding"])
+def test_a_forward_with_the_mask_equals_the_models_own_bit_for_bit(tiny_model, padded):
+    """A prefill, then three tokens after its cache: logits and cached keys are identical."""
     from transformers import DynamicCache
 
     from gymhub.trainer.hf_compat import cache_keyword, cache_of
 
     kw = cache_keyword(tiny_model)
-    ids = torch.tensor([[5, 6, 7, 8, 9], [0, 0, 7, 8, 9]])
-    attn = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])
-    pos = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 2]])
+    ids = torch.tensor([[5, 6, 7, 8, 9], [0, 0, 7, 8, 9] if padded else [4, 3, 7, 8, 9]])
+    attn = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1] if padded else [1] * 5])
+    pos = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 2] if padded else [0, 1, 2, 3, 4]])
     with torch.no_grad():
         runs = []
         for mask in (attn, additive_mask(attn, 5, torch.float32)):

@@ -13,9 +13,10 @@ attended when the row fed it and it is not after the query), so the outputs are
 bit-identical (``tests/trainer/test_engine_masks.py``).
 
 Only where that equivalence is known: SDPA attention, every layer full attention (a
-sliding-window layer would need its own mask), and some position padded. With no padding
-transformers may pass no mask at all, and SDPA its causal flag; the 2-D mask then goes
-through unchanged, so that path stays transformers' own.
+sliding-window layer would need its own mask). Where nothing is padded and the queries
+are one decode step or the whole sequence, transformers passes no mask at all (SDPA then
+uses its causal flag); the 2-D mask goes through unchanged there, so that path stays
+transformers' own.
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ def additive_mask(attn: torch.Tensor, queries: int, dtype: torch.dtype) -> torch
     """The ``(batch, 1, queries, columns)`` additive mask for 2-D padding mask ``attn``.
 
     The queries are the last ``queries`` columns of ``attn`` (a prefill after a cache, or
-    one decode step). Returns ``attn`` itself when nothing is padded (see the module
-    docstring).
+    one decode step). Returns ``attn`` itself where transformers would pass no mask (see
+    the module docstring).
     """
     import torch
 
-    if bool(attn.all()):
-        return attn
     columns = attn.shape[1]
+    if (queries == 1 or queries == columns) and bool(attn.all()):
+        return attn
     allowed = attn.bool()[:, None, None, :]
     if queries > 1:
         at = torch.arange(columns - queries, columns, device=attn.device)[:, None]
