@@ -221,7 +221,7 @@ def test_batched_sampling_draws_from_the_tempered_top_p_distribution():
     depends only on its own generator."""
     import torch
 
-    from gymhub.trainer.engines.hf import _sample
+    from gymhub.trainer.engines.sampling import sample_rows as _sample
 
     logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, -3.0]] * 4000)
     gens = [torch.Generator().manual_seed(i) for i in range(4000)]
@@ -266,7 +266,7 @@ def test_prefix_sharing_is_a_tree_system_prompt_then_each_schema(tiny_model, tok
 def test_non_finite_logits_are_an_error_not_a_sample():
     import torch
 
-    from gymhub.trainer.engines.hf import _sample
+    from gymhub.trainer.engines.sampling import sample_rows as _sample
 
     bad = torch.tensor([[0.0, float("nan"), 1.0]])
     for temperature in (0.0, 1.0):
