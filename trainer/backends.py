@@ -66,7 +66,7 @@ class EpisodeBackend(Protocol):
 
 
 class _Placement:
-    """Where one environment id's calls run: worker threads, until they prove cheap.
+    """Where one kind of call of one environment runs: worker threads, until cheap.
 
     ``proof`` calls in a row under ``cheap_s`` move them onto the loop; a call on the
     loop that takes over ``4 * cheap_s`` moves them back to the threads, and they stay
