@@ -19,7 +19,8 @@
    environments and rendering, the old-logprob pass, the update, the weight sync.
 
 Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]
-[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-compact]``
+[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-masks]
+[--compare-compact]``
 (CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
 only when that model is prepared or ``--demo-model smollm2`` asks for it).
 """
@@ -356,9 +357,9 @@ def bench_switch(model_dir: str, tmp: str, attr: str, what: str, tiny: bool = Fa
     """One engine switch (``attr``) on against off, alternated round by round.
 
     The same work each way: the demo's first step's rollouts (its tasks, group size and
-    sampling), then a greedy evaluation of held-out tasks. ``reserve_room`` changes no
-    sample (tested); ``compact_rows`` changes log-probabilities only by float rounding
-    (tested). Only the time is compared.
+    sampling), then a greedy evaluation of held-out tasks. ``reserve_room`` and
+    ``prebuilt_masks`` change no sample (tested); ``compact_rows`` changes
+    log-probabilities only by float rounding (tested). Only the time is compared.
     """
     cfg = _demo_cfg(model_dir, tmp, tiny)
     times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
@@ -425,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-room", action="store_true",
                    help="also time the demo's first step and an evaluation with the engine's "
                         "reserved KV-cache room on and off, alternated")
+    p.add_argument("--compare-masks", action="store_true",
+                   help="also time the demo's first step and an evaluation with the engine's "
+                        "prebuilt additive attention masks on and off, alternated")
     p.add_argument("--compare-compact", action="store_true",
                    help="also time the demo's first step and an evaluation with finished rows "
                         "cut out of the decoding batch (compact_rows) on and off, alternated")
@@ -461,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare_room:
                 bench_switch(model_dir, tmp, "reserve_room",
                              "decoding into reserved KV-cache room", tiny)
+            if args.compare_masks:
+                bench_switch(model_dir, tmp, "prebuilt_masks",
+                             "attention masks prebuilt in SDPA's additive form", tiny)
             if args.compare_compact:
                 bench_switch(model_dir, tmp, "compact_rows",
                              "cutting finished rows out of the decoding batch", tiny)
