@@ -19,8 +19,7 @@
    environments and rendering, the old-logprob pass, the update, the weight sync.
 
 Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]
-[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-masks]
-[--compare-compact]``
+[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-masks]``
 (CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
 only when that model is prepared or ``--demo-model smollm2`` asks for it).
 """
@@ -358,8 +357,7 @@ def bench_switch(model_dir: str, tmp: str, attr: str, what: str, tiny: bool = Fa
 
     The same work each way: the demo's first step's rollouts (its tasks, group size and
     sampling), then a greedy evaluation of held-out tasks. ``reserve_room`` and
-    ``prebuilt_masks`` change no sample (tested); ``compact_rows`` changes
-    log-probabilities only by float rounding (tested). Only the time is compared.
+    ``prebuilt_masks`` change no sample (tested), so only the time is compared.
     """
     cfg = _demo_cfg(model_dir, tmp, tiny)
     times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
@@ -429,9 +427,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-masks", action="store_true",
                    help="also time the demo's first step and an evaluation with the engine's "
                         "prebuilt additive attention masks on and off, alternated")
-    p.add_argument("--compare-compact", action="store_true",
-                   help="also time the demo's first step and an evaluation with finished rows "
-                        "cut out of the decoding batch (compact_rows) on and off, alternated")
     p.add_argument("--engine-thread", choices=("caller", "pool"), default="caller",
                    help="where the demo split's engine calls run: the trainer's thread (the "
                         "default, as the learner runs) or the loop's thread pool (earlier "
@@ -468,9 +463,6 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare_masks:
                 bench_switch(model_dir, tmp, "prebuilt_masks",
                              "attention masks prebuilt in SDPA's additive form", tiny)
-            if args.compare_compact:
-                bench_switch(model_dir, tmp, "compact_rows",
-                             "cutting finished rows out of the decoding batch", tiny)
     r = bench_rollouts(tok)
     print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
     print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "

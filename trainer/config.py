@@ -81,12 +81,6 @@ class GRPOConfig(BaseModel):
         "(for comparison and debugging; the ids and log-probabilities are the engine's either "
         "way).",
     )
-    compact_rows: bool = Field(
-        default=False,
-        description="transformers engine: cut finished rows out of a decoding batch, so later "
-        "steps compute only the live ones (faster when lengths differ; the log-probabilities "
-        "then differ from a run without it by float rounding, so it is off by default).",
-    )
     vllm_gpu_memory_utilization: float = Field(
         default=0.3, description="Fraction of GPU memory vLLM may take (colocated)."
     )

@@ -107,7 +107,6 @@ def make_engine(cfg: GRPOConfig, model: Any, tokenizer: Any, *, train: bool = Tr
             pad_token_id=pad,
             seed=cfg.seed,
             cross_turn_cache=cfg.cross_turn_cache,
-            compact_rows=cfg.compact_rows,
             # every episode in flight keeps one cache between turns; none is evicted early
             max_cached_sessions=max(256, 2 * cfg.max_concurrent_episodes),
         )

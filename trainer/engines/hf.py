@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["TransformersEngine"]
 
 _STOP_TAIL_TOKENS = 32
-#: Finished rows are cut out of the batch once the live ones are at most this share of
-#: it: a cut copies the live rows' cache once, and each later step saves the rest.
-_COMPACT_AT = 0.75
 
 
 class TransformersEngine:
@@ -63,9 +60,6 @@ class TransformersEngine:
         prebuilt_masks: hand the model each forward's attention mask in the additive
             form SDPA uses, built once, where that is exactly what the model would
             build (see :mod:`.masks`); off, the model builds it from the 2-D mask.
-        compact_rows: cut finished rows out of the batch while the others decode
-            (see :meth:`_drop_finished`); off (the default), they ride along to the
-            last step.
     """
 
     def __init__(
@@ -81,7 +75,6 @@ class TransformersEngine:
         share_prefixes: bool = True,
         reserve_room: bool = True,
         prebuilt_masks: bool = True,
-        compact_rows: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -97,7 +90,6 @@ class TransformersEngine:
         self.share_prefixes = share_prefixes
         self.reserve_room = reserve_room
         self.prebuilt_masks = prebuilt_masks and prebuilt_masks_apply(model)
-        self.compact_rows = compact_rows
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -209,21 +201,13 @@ class TransformersEngine:
         fed = [0] * b
         reasons: list[str | None] = [None if r.max_tokens > 0 else "length" for r in requests]
         last_pos = pos[:, -1:]
-        at = list(range(b))  # the request row at each row of the batch's tensors
-        for step in range(steps):
-            live = [i for i, row in enumerate(at) if reasons[row] is None]
-            if len(live) <= _COMPACT_AT * len(at) and steps - step > 1:
-                dropped = self._drop_finished(requests, past, attn, gen_ids, fed, at, live)
-                if dropped:
-                    index = torch.tensor(live, device=device)
-                    attn, last_pos, logits = attn[index], last_pos[index], logits[index]
-                    at, live = [at[i] for i in live], list(range(len(live)))
-            rows = [at[i] for i in live]
-            drawn = sample_rows(logits[live], sampling.temperature, sampling.top_p,
-                            [gens[row] for row in rows])
-            tokens = [self.pad_token_id] * len(at)
-            for i, row, (tok, lp) in zip(live, rows, drawn, strict=True):
-                tokens[i] = tok
+        for _ in range(steps):
+            rows = [row for row in range(b) if reasons[row] is None]
+            drawn = sample_rows(logits[rows], sampling.temperature, sampling.top_p,
+                                [gens[row] for row in rows])
+            tokens = [self.pad_token_id] * b
+            for row, (tok, lp) in zip(rows, drawn, strict=True):
+                tokens[row] = tok
                 gen_ids[row].append(tok)
                 gen_lp[row].append(lp)
                 if tok in stop_ids or self._hit_stop_string(gen_ids[row], sampling.stop):
@@ -232,10 +216,10 @@ class TransformersEngine:
                     reasons[row] = "length"
             if all(r is not None for r in reasons):
                 break
-            fed_now = [0] * len(at)
-            for i, row in zip(live, rows, strict=True):
+            fed_now = [0] * b
+            for row in rows:
                 fed[row] += 1
-                fed_now[i] = 1
+                fed_now[row] = 1
             column = torch.tensor(fed_now, dtype=attn.dtype, device=device)[:, None]
             attn = torch.cat([attn, column], dim=1)
             last_pos = last_pos + 1
@@ -249,7 +233,7 @@ class TransformersEngine:
             )
             past = cache_of(result)
             logits = result.logits[:, -1, :].float()
-        self._keep(requests, past, attn, gen_ids, fed, list(enumerate(at)))
+        self._keep(requests, past, attn, [g[:n] for g, n in zip(gen_ids, fed, strict=True)])
         return [
             Completion(
                 token_ids=gen_ids[row],
@@ -258,38 +242,6 @@ class TransformersEngine:
             )
             for row in range(b)
         ]
-
-    def _drop_finished(
-        self,
-        requests: Sequence[GenerationRequest],
-        past: Any,
-        attn: torch.Tensor,
-        gen_ids: list[list[int]],
-        fed: list[int],
-        at: list[int],
-        live: list[int],
-    ) -> bool:
-        """Keep the finished rows' sessions, then cut them out of the batch's cache.
-
-        A finished row would otherwise ride along to the last step: fed padding,
-        attended over and projected like a live one. Cut out, each later step computes
-        only the live rows. Off by default: the live rows' results are the same only up
-        to float rounding (a BLAS picks other kernels for other row counts: on this
-        project's CPU, fewer than 4 rows at one thread, or counts not a multiple of 4
-        below 12 at two, gave log-probabilities ~1e-7 apart), so a run with it on is
-        reproducible but not the same run as one with it off. Only caches with reserved
-        room are cut (:func:`.kv_room.keep_rows`); others keep every row.
-        """
-        if not self.compact_rows:
-            return False
-        from .kv_room import keep_rows
-
-        if not keep_rows(past, live, dry_run=True):
-            return False
-        alive = set(live)
-        done = [(i, row) for i, row in enumerate(at) if i not in alive]
-        self._keep(requests, past, attn, gen_ids, fed, done)
-        return keep_rows(past, live)
 
     def _share_prefixes(
         self,
@@ -398,40 +350,32 @@ class TransformersEngine:
         requests: Sequence[GenerationRequest],
         past: Any,
         attn: torch.Tensor,
-        gen_ids: list[list[int]],
-        fed: list[int],
-        rows: list[tuple[int, int]],
+        fed: list[list[int]],
     ) -> None:
-        """Store the sessions' caches of ``rows`` (batch row, request): the columns fed."""
+        """Store each session's cache: the columns its row fed, compacted."""
         if not self.cross_turn_cache:
             return
-        sessions = [(i, row, session) for i, row in rows
-                    if (session := requests[row].session) is not None]
+        sessions = [(row, r.session) for row, r in enumerate(requests) if r.session is not None]
         if not sessions:
             return
         layers = plain_layers(past)
         if layers is None:  # not cacheable (see plain_layers): run without it from now on
             self.cross_turn_cache = False
-            for r in requests:
-                if r.session is not None:
-                    self.caches.untake(r.session)
+            for _, session in sessions:
+                self.caches.untake(session)
             self.caches.clear()
             return
-        import torch
-
-        sub = attn[torch.tensor([i for i, _, _ in sessions], device=attn.device)]
-        counts = sub.sum(dim=1).tolist()
-        firsts = sub.argmax(dim=1).tolist()
-        lasts = (sub.shape[1] - 1 - sub.flip(1).argmax(dim=1)).tolist()
-        for (i, row, session), count, first, last in zip(sessions, counts, firsts, lasts,
-                                                         strict=True):
-            prefix = [*requests[row].prompt_ids, *gen_ids[row][: fed[row]]]
+        counts = attn.sum(dim=1).tolist()
+        firsts = attn.argmax(dim=1).tolist()
+        lasts = (attn.shape[1] - 1 - attn.flip(1).argmax(dim=1)).tolist()
+        for row, session in sessions:
+            prefix = [*requests[row].prompt_ids, *fed[row]]
             # a row's columns are one run (see _refeed); anything else would be an
             # internal inconsistency, and such a cache is never reused
-            if len(prefix) != count or last - first + 1 != count:
+            if len(prefix) != counts[row] or lasts[row] - firsts[row] + 1 != counts[row]:
                 self.caches.untake(session)
                 continue
-            keys, values = view_row(layers, i, first, last + 1)
+            keys, values = view_row(layers, row, firsts[row], lasts[row] + 1)
             self.caches.put(
                 session, CachedPrefix(prefix, keys, values, version=self.policy_version)
             )

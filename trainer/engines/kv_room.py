@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer
 
-__all__ = ["RoomyLayer", "keep_rows", "reserve_room"]
+__all__ = ["RoomyLayer", "reserve_room"]
 
 
 class RoomyLayer(DynamicLayer):  # type: ignore[no-untyped-call]
@@ -43,21 +43,6 @@ class RoomyLayer(DynamicLayer):  # type: ignore[no-untyped-call]
         new._key_buf, new._value_buf = key_buf, value_buf
         new.keys, new.values = key_buf[:, :, :n], value_buf[:, :, :n]
         return new
-
-    def keep_rows(self, rows: torch.Tensor) -> None:
-        """Keep only the batch rows ``rows``, in that order, with the same room ahead.
-
-        One copy of the filled columns of those rows; the room is not copied.
-        """
-        assert self.keys is not None and self.values is not None
-        n = self.keys.shape[-2]
-        width = self._key_buf.shape[-2]
-        for name in ("_key_buf", "_value_buf"):
-            filled = getattr(self, name)[rows, :, :n]
-            buf = filled.new_empty((filled.shape[0], filled.shape[1], width, filled.shape[3]))
-            buf[:, :, :n] = filled
-            setattr(self, name, buf)
-        self.keys, self.values = self._key_buf[:, :, :n], self._value_buf[:, :, :n]
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -100,25 +85,4 @@ def reserve_room(cache: Any, room: int) -> bool:
     if any(layer.keys.dim() != 4 for layer in layers):  # a lazily initialised, empty layer
         return False
     cache.layers = [RoomyLayer.around(layer, room) for layer in layers]
-    return True
-
-
-def keep_rows(cache: Any, rows: list[int], dry_run: bool = False) -> bool:
-    """Cut ``cache`` down to the batch rows ``rows``; False, and nothing cut, if it cannot.
-
-    It can when every layer is a :class:`RoomyLayer` whose keys and values are its
-    buffers' own. ``dry_run`` only answers whether it would cut.
-    """
-    layers = getattr(cache, "layers", None)
-    if not layers or any(
-        type(layer) is not RoomyLayer or layer.keys is None or layer.values is None
-        or layer.keys.data_ptr() != layer._key_buf.data_ptr()
-        or layer.values.data_ptr() != layer._value_buf.data_ptr()
-        for layer in layers
-    ):
-        return False
-    if not dry_run:
-        index = torch.tensor(rows, device=layers[0].keys.device)
-        for layer in layers:
-            layer.keep_rows(index)
     return True
