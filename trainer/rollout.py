@@ -237,6 +237,16 @@ class _Ctx:
     drift_check: str
     instructions: str = ""
     render_tools: bool = True
+    # first prompts rendered in this batch, by their messages and tools: the G episodes of
+    # a GRPO group open with the same prompt, which is then rendered once, not G times
+    prompts: dict[tuple[tuple[str, ...], str], list[int]] = field(default_factory=dict)
+
+    def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
+        key = (tuple(repr(m) for m in messages), json.dumps(tools, sort_keys=True, default=str))
+        ids = self.prompts.get(key)
+        if ids is None:
+            ids = self.prompts[key] = self.renderer.prompt_ids(messages, tools)
+        return list(ids)
 
 
 def _shaping(reward: float, score: Score | None, final: bool) -> float:
@@ -259,7 +269,7 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
         episode_id = start.episode_id
         tools = (start.info.get("tools") or None) if ctx.render_tools else None
         traj.messages = with_instructions(start.observation, ctx.instructions)
-        traj.ids = ctx.renderer.prompt_ids(traj.messages, tools)
+        traj.ids = ctx.prompt_ids(traj.messages, tools)
         traj.loss_mask = [0] * len(traj.ids)
         traj.logprobs = [0.0] * len(traj.ids)
         traj.stop_reason = "max_turns"

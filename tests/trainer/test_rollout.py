@@ -193,3 +193,27 @@ def test_random_model_rollouts_and_jsonl(tokenizer, tiny_model, tmp_path):
     write_jsonl(tmp_path / "t.jsonl", trajs, step=1)
     rows = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and rows[0]["step"] == 1 and "loss_mask" in rows[0]
+
+
+def test_a_groups_shared_prompt_is_rendered_once(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    rendered = []
+    prompt_ids = renderer.prompt_ids
+
+    def counting(messages, tools=None):
+        rendered.append(messages[-1].content)
+        return prompt_ids(messages, tools)
+
+    renderer.prompt_ids = counting  # type: ignore[method-assign]
+    engine = ScriptedEngine(tokenizer, [LOOK])
+    trajs = asyncio.run(run_group_batch(
+        backend=InProcessBackend(), engine=engine, renderer=renderer, parser=HermesParser(),
+        sampling=SamplingConfig(stop_token_ids=(tokenizer.eos_token_id,)), budgets=Budgets(1),
+        tasks=[("echo-v0", "echo-0000"), ("echo-v0", "echo-0001")], group_size=3, seed=0,
+        drift_check="strict"))
+    assert len(rendered) == 2 and len(trajs) == 6  # one render a task, not one an episode
+    for t in trajs:  # each episode's ids are still exactly a full render of its messages
+        assert t.drift is not None and t.drift.ok
+    n = trajs[0].loss_mask.index(1)
+    assert trajs[0].ids[:n] == trajs[2].ids[:n] and trajs[0].ids is not trajs[2].ids
+    assert trajs[0].ids[:n] != trajs[3].ids[:n]  # another task, its own prompt
