@@ -12,7 +12,9 @@
    prefills only its new tokens), against single-turn generation of 64 tokens from the
    same 8 first prompts (tool schemas included), all in the same run; also single-turn
    *rollouts* of 64 tokens (the same episode pipeline for one turn), which separate what
-   multi-turn costs from an episode's fixed costs. The last line is
+   multi-turn costs from an episode's fixed costs. In the same rounds: the multi-turn
+   rollouts with the in-process environment's calls always in worker threads, and both
+   kinds with the engine's prebuilt attention masks off. The last line is
    ``multi-turn / single-turn tokens/s: R×`` with the cache on, against generation.
 3. Time per demo step split into its parts: a GRPO step of ``examples/sql_demo.toml``
    (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
@@ -153,10 +155,16 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     each ratio the median of the rounds' own ratios.
     """
     model = build_model(len(tok))  # type: ignore[arg-type]
-    engines = {
+    engines: dict[object, TransformersEngine] = {
         on: TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=on)
         for on in (False, True)
     }
+    # the same with the model building its own attention masks (prebuilt_masks off)
+    engines["no masks"] = TransformersEngine(model, tok, pad_token_id=0, prebuilt_masks=False)
+    # one backend for every rollout, as the learner keeps one for its run (its cheap calls
+    # move onto the loop after 16 in a row: by the end of the warm-up); and one that
+    # always uses worker threads, the previous releases' way
+    backends = {"loop": InProcessBackend(), "threads": InProcessBackend(inline_below_ms=None)}
     renderer = ChatRenderer(tok)
     tasks = [("echo-v0", f"echo-{i:04d}") for i in range(B)]
     # One event loop for every rollout, as the learner keeps one for its whole run (a
@@ -167,11 +175,11 @@ def bench_rollouts(tok: object) -> dict[str, float]:
 
     inside: dict[str, list[float]] = {}  # per run: seconds inside the engine, and in all
 
-    def episodes(cache: bool, turns: int = 4, key: str = "") -> int:
+    def episodes(cache: object, turns: int = 4, key: str = "", backend: str = "loop") -> int:
         stats: dict[str, float] = {}
         start = time.perf_counter()
         trajs = runner.run(run_group_batch(
-            backend=InProcessBackend(), engine=engines[cache], renderer=renderer,
+            backend=backends[backend], engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
             budgets=Budgets(turns, 64 // turns, 64, 4096), tasks=tasks, group_size=1,
             seed=0, drift_check="off", executor=compute, stats=stats), wait=compute.run_until)
@@ -192,8 +200,8 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         obs, info = env.reset(options={"task_id": f"echo-{i:04d}"})
         reqs.append(GenerationRequest(renderer.prompt_ids(obs, info["tools"]), 64, seed=i))
 
-    def single() -> int:
-        outs = engines[True].generate(reqs, SamplingConfig(temperature=1.0))
+    def single(engine: object = True) -> int:
+        outs = engines[engine].generate(reqs, SamplingConfig(temperature=1.0))
         return sum(len(o.token_ids) for o in outs)
 
     runs = {
@@ -203,6 +211,10 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         # the same pipeline as multi-turn (environment, rendering, parsing) for one turn
         # of 64 tokens: what multi-turn costs beyond the episode's fixed costs
         "single_rollout": lambda: episodes(True, turns=1, key="single_rollout"),
+        # the comparisons of this release's changes, in the same rounds
+        "multi_threads": lambda: episodes(True, key="multi_threads", backend="threads"),
+        "multi_no_masks": lambda: episodes("no masks"),
+        "single_no_masks": lambda: single("no masks"),
     }
     rates: dict[str, list[float]] = {k: [] for k in runs}
     for fn in runs.values():
@@ -223,12 +235,17 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         m / s for m, s in zip(rates["multi_on"], rates["single_rollout"], strict=True))
     out["on_off_ratio"] = statistics.median(
         a / b for a, b in zip(rates["multi_on"], rates["multi_off"], strict=True))
-    for key in ("multi_on", "single_rollout"):  # the rounds after the warm-up's
+    for kind in ("multi", "single"):  # time with the masks / time without them
+        with_masks = rates["multi_on" if kind == "multi" else "single"]
+        out[f"{kind}_masks_time"] = statistics.median(
+            b / a for a, b in zip(with_masks, rates[f"{kind}_no_masks"], strict=True))
+    for key in ("multi_on", "single_rollout", "multi_threads"):  # after the warm-up's
         out[f"{key}_engine_ms"] = 1000 * statistics.median(inside[key][1:])
         out[f"{key}_outside_ms"] = 1000 * statistics.median(
             a - e for a, e in zip(inside[key + "_all"][1:], inside[key][1:], strict=True))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
+    out["inline"] = float(len(backends["loop"].inline_envs))
     return out
 
 
@@ -478,10 +495,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{r['multi_rollout_ratio']:.2f}x these")
     print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
     for key, name in (("multi_on", "multi-turn rollout (cache on)"),
-                      ("single_rollout", "single-turn rollout")):
+                      ("single_rollout", "single-turn rollout"),
+                      ("multi_threads", "multi-turn, env calls in threads")):
         print(f"  {name:31s} per run: {r[key + '_engine_ms']:6.1f} ms inside the engine, "
               f"{r[key + '_outside_ms']:5.1f} ms outside it (environments, rendering, parsing, "
               "waiting for the lockstep batch)")
+    print(f"  prebuilt attention masks, time with / without: single-turn generation "
+          f"{r['single_masks_time']:.2f}x, multi-turn rollouts {r['multi_masks_time']:.2f}x; "
+          f"in-process calls made on the loop: {r['inline']:.0f} kinds")
     print(f"multi-turn / single-turn tokens/s: {r['multi_on_ratio']:.2f}\u00d7")
     return 0
 
