@@ -45,7 +45,7 @@ from typing import Any
 from gymhub.errors import TemplateError
 from gymhub.types import Message
 
-__all__ = ["ChatRenderer", "Drift", "TemplateError"]
+__all__ = ["ChatRenderer", "Drift", "TemplateError", "tools_key"]
 
 _BASE = (Message(role="user", content="base"), Message(role="assistant", content="base"))
 
@@ -74,6 +74,11 @@ class Drift:
             "episode_tokens": self.episode_tokens,
             "render_tokens": self.render_tokens,
         }
+
+
+def tools_key(tools: Sequence[dict[str, Any]] | None) -> str:
+    """A tool set as a string that equal tool sets share (for the renderer's caches)."""
+    return json.dumps(list(tools) if tools else None, sort_keys=True, default=str)
 
 
 class ChatRenderer:
@@ -155,7 +160,7 @@ class ChatRenderer:
             TemplateError: the template renders the base differently once more
                 messages follow (it is not prefix-preserving).
         """
-        kind = (self._tools_key(tools), tuple(m.role for m in observation))
+        kind = (tools_key(tools), tuple(m.role for m in observation))
         short = self._short.get(kind)
         if short:
             ids = self._short_delta(observation)
@@ -196,17 +201,13 @@ class ChatRenderer:
             return None
         return self._encode(full[cut:])
 
-    @staticmethod
-    def _tools_key(tools: Sequence[dict[str, Any]] | None) -> str:
-        return json.dumps(list(tools) if tools else None, sort_keys=True, default=str)
-
     def _base(self, tools: Sequence[dict[str, Any]] | None) -> list[int]:
         """The base conversation's render, once per tool set.
 
         It depends on nothing else, and a multi-turn rollout would otherwise render it
         again at every turn.
         """
-        key = self._tools_key(tools)
+        key = tools_key(tools)
         base = self._bases.get(key)
         if base is None:
             if len(self._bases) >= 64:  # a bound, not a policy: tool sets are few

@@ -43,7 +43,7 @@ from gymhub.errors import GenerationAborted
 from gymhub.types import Message, Score
 
 from .backends import EpisodeBackend
-from .chat import ChatRenderer, Drift
+from .chat import ChatRenderer, Drift, tools_key
 from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig, SessionEngine
 from .parsers import ToolCallParser
 
@@ -242,7 +242,7 @@ class _Ctx:
     prompts: dict[tuple[tuple[str, ...], str], list[int]] = field(default_factory=dict)
 
     def prompt_ids(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
-        key = (tuple(repr(m) for m in messages), json.dumps(tools, sort_keys=True, default=str))
+        key = (tuple(repr(m) for m in messages), tools_key(tools))
         ids = self.prompts.get(key)
         if ids is None:
             ids = self.prompts[key] = self.renderer.prompt_ids(messages, tools)

@@ -90,6 +90,7 @@ class TransformersEngine:
         self.share_prefixes = share_prefixes
         self.reserve_room = reserve_room
         self.prebuilt_masks = prebuilt_masks and prebuilt_masks_apply(model)
+        self._mask_dtype: Any = None  # set by each generate call (see there)
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -100,6 +101,9 @@ class TransformersEngine:
         if sampling.stop and self.tokenizer is None:
             raise ValueError("stop strings need the engine to have a tokenizer")
         out: list[Completion] = []
+        # the dtype the attention runs in, for the prebuilt masks: looked up once per call
+        # (through a peft wrapper that is a chain of attribute forwards)
+        self._mask_dtype = self.model.get_input_embeddings().weight.dtype
         was_training = bool(getattr(self.model, "training", False))
         self.model.eval()
         try:
@@ -384,7 +388,7 @@ class TransformersEngine:
         """The mask a forward gets: additive and 4-D where :mod:`.masks` applies."""
         if not self.prebuilt_masks:
             return attn
-        return additive_mask(attn, queries, self.model.get_input_embeddings().weight.dtype)
+        return additive_mask(attn, queries, self._mask_dtype)
 
     def _hit_stop_string(self, ids: list[int], stops: Sequence[str]) -> bool:
         if not stops:
