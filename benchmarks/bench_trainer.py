@@ -14,16 +14,20 @@
    *rollouts* of 64 tokens (the same episode pipeline for one turn), which separate what
    multi-turn costs from an episode's fixed costs. In the same rounds: the multi-turn
    rollouts with the in-process environment's calls always in worker threads, and both
-   kinds with the engine's prebuilt attention masks off. The last line is
+   kinds with the engine's prebuilt attention masks off, then with its grouped-query
+   attention off. ``--rollout-model smollm2`` runs the same comparison (without the
+   single switches) on the demo's SmolLM2-135M, whose template renders no tool schemas,
+   so both sides' prompts are the bare system and user messages. The last line is
    ``multi-turn / single-turn tokens/s: R×`` with the cache on, against generation.
 3. Time per demo step split into its parts: a GRPO step of ``examples/sql_demo.toml``
    (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
    environments and rendering, the old-logprob pass, the update, the weight sync.
 
 Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]
-[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-masks]``
-(CPU; about a minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs
-only when that model is prepared or ``--demo-model smollm2`` asks for it).
+[--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-masks]
+[--rollout-model tiny|smollm2] [--rollout-rounds N]`` (CPU; about a minute, plus ~4 minutes
+for the demo-step split with SmolLM2, which runs only when that model is prepared or
+``--demo-model smollm2`` asks for it, and ~1 minute a round for SmolLM2's rollouts).
 """
 
 from __future__ import annotations
@@ -124,17 +128,20 @@ def bench_trl(tok: object, tmp: str) -> tuple[float | None, str]:
 
 
 def drift_check(
-    tok: object, renderer: ChatRenderer, tasks: list[tuple[str, str]]
+    tok: object, renderer: ChatRenderer, tasks: list[tuple[str, str]], model: object = None,
+    render_tools: bool = True,
 ) -> tuple[int, int]:
     """Episodes that drift from a full render, cache on, of a model that answers canonically.
 
     The random model of the timing runs samples byte-level tokens that no re-encoding
     reproduces, so its episodes drift whatever the engine does; this check uses the same
     tiny model taught (a second of CPU) to answer echo-v0 with a canonical tool call, and
-    greedy decoding, so that any drift would be the rollout's or the cache's doing.
+    greedy decoding, so that any drift would be the rollout's or the cache's doing. A real
+    model (``model``) is used as it is, greedily.
     """
-    model = teach(build_model(len(tok)), echo_lessons(tok))  # type: ignore[arg-type]
-    engine = TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=True)
+    if model is None:
+        model = teach(build_model(len(tok)), echo_lessons(tok))  # type: ignore[arg-type]
+    engine = TransformersEngine(model, tok, pad_token_id=_pad(tok), cross_turn_cache=True)
     compute = CallerExecutor()
     with LoopThread("bench-drift") as loop:
         trajs = loop.run(run_group_batch(
@@ -142,30 +149,45 @@ def drift_check(
             parser=make_parser("hermes"),
             sampling=SamplingConfig(temperature=0.0, stop_token_ids=(renderer.end_of_turn_id,)),
             budgets=Budgets(4, 32, 128, 4096), tasks=tasks, group_size=1, seed=0,
-            drift_check="warn", executor=compute), wait=compute.run_until)
+            drift_check="warn", executor=compute, render_tools=render_tools),
+            wait=compute.run_until)
     return (sum(1 for t in trajs if t.drift is None or not t.drift.ok),
             sum(len(t.turn_versions) for t in trajs))
 
 
-def bench_rollouts(tok: object) -> dict[str, float]:
+def _pad(tok: object) -> int:
+    return int(getattr(tok, "pad_token_id", None) or 0)
+
+
+def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
+                   compare: bool = True) -> dict[str, float]:
     """Tokens/s of multi-turn (cross-turn cache off, then on) and single-turn generation.
 
-    The three are timed in alternation, round after round, so that a machine whose load
-    changes during the run slows all three alike; each rate is the median over rounds,
-    each ratio the median of the rounds' own ratios.
+    The kinds are timed in alternation, round after round, so that a machine whose load
+    changes during the run slows all of them alike; each rate is the median over rounds,
+    each ratio the median of the rounds' own ratios. ``model`` (with its tokenizer
+    ``tok``) replaces the random tiny Llama; a template that renders no tool schemas
+    (SmolLM2's) gets prompts without them on both sides. ``compare=False`` leaves out the
+    comparisons of single engine switches (threads, masks, grouped attention).
     """
-    model = build_model(len(tok))  # type: ignore[arg-type]
+    tiny = model is None
+    if model is None:
+        model = build_model(len(tok))  # type: ignore[arg-type]
+    pad = _pad(tok)
     engines: dict[object, TransformersEngine] = {
-        on: TransformersEngine(model, tok, pad_token_id=0, cross_turn_cache=on)
+        on: TransformersEngine(model, tok, pad_token_id=pad, cross_turn_cache=on)
         for on in (False, True)
     }
-    # the same with the model building its own attention masks (prebuilt_masks off)
-    engines["no masks"] = TransformersEngine(model, tok, pad_token_id=0, prebuilt_masks=False)
+    # the same with the model building its own attention masks (prebuilt_masks off), and
+    # with transformers repeating the key/value heads in prefills (grouped_attention off)
+    engines["no masks"] = TransformersEngine(model, tok, pad_token_id=pad, prebuilt_masks=False)
+    engines["no gqa"] = TransformersEngine(model, tok, pad_token_id=pad, grouped_attention=False)
     # one backend for every rollout, as the learner keeps one for its run (its cheap calls
     # move onto the loop after 16 in a row: by the end of the warm-up); and one that
     # always uses worker threads, the previous releases' way
     backends = {"loop": InProcessBackend(), "threads": InProcessBackend(inline_below_ms=None)}
     renderer = ChatRenderer(tok)
+    tools = tiny or "tools" in str(getattr(tok, "chat_template", "") or "")
     tasks = [("echo-v0", f"echo-{i:04d}") for i in range(B)]
     # One event loop for every rollout, as the learner keeps one for its whole run (a
     # fresh loop per rollout would also time the creation of its worker threads), and
@@ -182,13 +204,14 @@ def bench_rollouts(tok: object) -> dict[str, float]:
             backend=backends[backend], engine=engines[cache], renderer=renderer,
             parser=make_parser("hermes"), sampling=SamplingConfig(temperature=1.0),
             budgets=Budgets(turns, 64 // turns, 64, 4096), tasks=tasks, group_size=1,
-            seed=0, drift_check="off", executor=compute, stats=stats), wait=compute.run_until)
+            seed=0, drift_check="off", executor=compute, stats=stats, render_tools=tools),
+            wait=compute.run_until)
         if key:
             inside.setdefault(key, []).append(stats["time_generate"])
             inside.setdefault(key + "_all", []).append(time.perf_counter() - start)
         return sum(t.generated_tokens for t in trajs)
 
-    drifted, turns = drift_check(tok, renderer, tasks)
+    drifted, turns = drift_check(tok, renderer, tasks, None if tiny else model, tools)
     # The single-turn side starts from exactly the multi-turn side's first prompts
     # (system + user + the tool schemas the template renders), so the two differ only in
     # what multi-turn adds: three more turns, each with its observation appended.
@@ -198,7 +221,8 @@ def bench_rollouts(tok: object) -> dict[str, float]:
     reqs = []
     for i in range(B):
         obs, info = env.reset(options={"task_id": f"echo-{i:04d}"})
-        reqs.append(GenerationRequest(renderer.prompt_ids(obs, info["tools"]), 64, seed=i))
+        reqs.append(GenerationRequest(renderer.prompt_ids(obs, info["tools"] if tools else None),
+                                      64, seed=i))
 
     def single(engine: object = True) -> int:
         outs = engines[engine].generate(reqs, SamplingConfig(temperature=1.0))
@@ -211,15 +235,19 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         # the same pipeline as multi-turn (environment, rendering, parsing) for one turn
         # of 64 tokens: what multi-turn costs beyond the episode's fixed costs
         "single_rollout": lambda: episodes(True, turns=1, key="single_rollout"),
-        # the comparisons of this release's changes, in the same rounds
-        "multi_threads": lambda: episodes(True, key="multi_threads", backend="threads"),
-        "multi_no_masks": lambda: episodes("no masks"),
-        "single_no_masks": lambda: single("no masks"),
     }
+    if compare:  # single switches, in the same rounds
+        runs.update({
+            "multi_threads": lambda: episodes(True, key="multi_threads", backend="threads"),
+            "multi_no_masks": lambda: episodes("no masks"),
+            "single_no_masks": lambda: single("no masks"),
+            "multi_no_gqa": lambda: episodes("no gqa"),
+            "single_no_gqa": lambda: single("no gqa"),
+        })
     rates: dict[str, list[float]] = {k: [] for k in runs}
     for fn in runs.values():
         fn()  # warm-up
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for key, fn in runs.items():
             t = time.perf_counter()
             n = fn()
@@ -235,17 +263,22 @@ def bench_rollouts(tok: object) -> dict[str, float]:
         m / s for m, s in zip(rates["multi_on"], rates["single_rollout"], strict=True))
     out["on_off_ratio"] = statistics.median(
         a / b for a, b in zip(rates["multi_on"], rates["multi_off"], strict=True))
-    for kind in ("multi", "single"):  # time with the masks / time without them
-        with_masks = rates["multi_on" if kind == "multi" else "single"]
-        out[f"{kind}_masks_time"] = statistics.median(
-            b / a for a, b in zip(with_masks, rates[f"{kind}_no_masks"], strict=True))
+    for kind in ("multi", "single"):  # time with the switch on / time with it off
+        with_it = rates["multi_on" if kind == "multi" else "single"]
+        for switch in ("masks", "gqa") if compare else ():
+            out[f"{kind}_{switch}_time"] = statistics.median(
+                b / a for a, b in zip(with_it, rates[f"{kind}_no_{switch}"], strict=True))
     for key in ("multi_on", "single_rollout", "multi_threads"):  # after the warm-up's
+        if key not in inside:
+            continue
         out[f"{key}_engine_ms"] = 1000 * statistics.median(inside[key][1:])
         out[f"{key}_outside_ms"] = 1000 * statistics.median(
             a - e for a, e in zip(inside[key + "_all"][1:], inside[key][1:], strict=True))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
     out["inline"] = float(len(backends["loop"].inline_envs))
+    out["prompt_tokens"] = statistics.mean(len(r.prompt_ids) for r in reqs)
+    out["rounds"] = float(rounds)
     return out
 
 
@@ -422,6 +455,39 @@ def print_demo_split(m: dict[str, float], label: str, steps: int) -> None:
     print(f"  {EVAL_TASKS}-task held-out evaluation (greedy) {m['time_eval']:8.2f} s")
 
 
+def print_rollouts(r: dict[str, float], label: str) -> None:
+    print(f"rollout generation, {B} episodes, transformers engine, {label}, prompts of "
+          f"{r['prompt_tokens']:.0f} tokens (median of {r['rounds']:.0f} rounds)")
+    who = "taught tiny model" if label == "tiny Llama" else label
+    print(f"  drift check (cache on, {who}, greedy): {r['drift']:.0f} of {B} "
+          f"episodes ({r['drift_turns']:.0f} turns) drifted; {r['leaked']:.0f} KV caches left "
+          "after the episodes ended")
+    print(f"  single-turn (1 x 64 tokens)                       {r['single']:8.0f} tokens/s")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache off   {r['multi_off']:8.0f} tokens/s"
+          f"   {r['multi_off_ratio']:.2f}x single-turn (before)")
+    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache on    {r['multi_on']:8.0f} tokens/s"
+          f"   {r['multi_on_ratio']:.2f}x single-turn (after)")
+    print(f"  single-turn rollouts (1 x 64 tokens, echo-v0)     {r['single_rollout']:8.0f} tokens/s"
+          f"   {r['single_rollout_ratio']:.2f}x single-turn; multi-turn (cache on) is "
+          f"{r['multi_rollout_ratio']:.2f}x these")
+    print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
+    for key, name in (("multi_on", "multi-turn rollout (cache on)"),
+                      ("single_rollout", "single-turn rollout"),
+                      ("multi_threads", "multi-turn, env calls in threads")):
+        if key + "_engine_ms" not in r:
+            continue
+        print(f"  {name:31s} per run: {r[key + '_engine_ms']:6.1f} ms inside the engine, "
+              f"{r[key + '_outside_ms']:5.1f} ms outside it (environments, rendering, parsing, "
+              "waiting for the lockstep batch)")
+    for switch, what in (("masks", "prebuilt attention masks"),
+                         ("gqa", "grouped-query attention in prefills")):
+        if f"single_{switch}_time" in r:
+            print(f"  {what}, time with / without: single-turn generation "
+                  f"{r[f'single_{switch}_time']:.2f}x, multi-turn rollouts "
+                  f"{r[f'multi_{switch}_time']:.2f}x")
+    print(f"  in-process calls made on the loop: {r['inline']:.0f} kinds")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -448,6 +514,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the demo split's engine calls run: the trainer's thread (the "
                         "default, as the learner runs) or the loop's thread pool (earlier "
                         "releases); compare two runs, one process each")
+    p.add_argument("--rollout-model", choices=("tiny", "smollm2"), default="tiny",
+                   help="model of the multi-turn / single-turn rollouts: the tiny Llama (the "
+                        "default; per-turn fixed costs weigh most there) or the demo's "
+                        "SmolLM2-135M (prepared once, as for the demo; ~1 minute a round)")
+    p.add_argument("--rollout-rounds", type=int, default=0,
+                   help=f"rounds of the rollout comparison (0: {ROUNDS} for the tiny model, 3 "
+                        "for SmolLM2)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -480,29 +553,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare_masks:
                 bench_switch(model_dir, tmp, "prebuilt_masks",
                              "attention masks prebuilt in SDPA's additive form", tiny)
-    r = bench_rollouts(tok)
-    print(f"rollout generation, {B} episodes, transformers engine (median of {ROUNDS} rounds)")
-    print(f"  drift check (cache on, taught tiny model, greedy): {r['drift']:.0f} of {B} "
-          f"episodes ({r['drift_turns']:.0f} turns) drifted; {r['leaked']:.0f} KV caches left "
-          "after the episodes ended")
-    print(f"  single-turn (1 x 64 tokens)                       {r['single']:8.0f} tokens/s")
-    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache off   {r['multi_off']:8.0f} tokens/s"
-          f"   {r['multi_off_ratio']:.2f}x single-turn (before)")
-    print(f"  multi-turn  (4 x 16 tokens, echo-v0), cache on    {r['multi_on']:8.0f} tokens/s"
-          f"   {r['multi_on_ratio']:.2f}x single-turn (after)")
-    print(f"  single-turn rollouts (1 x 64 tokens, echo-v0)     {r['single_rollout']:8.0f} tokens/s"
-          f"   {r['single_rollout_ratio']:.2f}x single-turn; multi-turn (cache on) is "
-          f"{r['multi_rollout_ratio']:.2f}x these")
-    print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
-    for key, name in (("multi_on", "multi-turn rollout (cache on)"),
-                      ("single_rollout", "single-turn rollout"),
-                      ("multi_threads", "multi-turn, env calls in threads")):
-        print(f"  {name:31s} per run: {r[key + '_engine_ms']:6.1f} ms inside the engine, "
-              f"{r[key + '_outside_ms']:5.1f} ms outside it (environments, rendering, parsing, "
-              "waiting for the lockstep batch)")
-    print(f"  prebuilt attention masks, time with / without: single-turn generation "
-          f"{r['single_masks_time']:.2f}x, multi-turn rollouts {r['multi_masks_time']:.2f}x; "
-          f"in-process calls made on the loop: {r['inline']:.0f} kinds")
+    if args.rollout_model == "smollm2":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path, _ = demo_model("smollm2", "")
+        label = "SmolLM2-135M-Instruct"
+        rtok = AutoTokenizer.from_pretrained(path)
+        rmodel = AutoModelForCausalLM.from_pretrained(path).eval()
+        r = bench_rollouts(rtok, rmodel, rounds=args.rollout_rounds or 3, compare=False)
+    else:
+        label = "tiny Llama"
+        r = bench_rollouts(tok, rounds=args.rollout_rounds or ROUNDS)
+    print_rollouts(r, label)
     print(f"multi-turn / single-turn tokens/s: {r['multi_on_ratio']:.2f}\u00d7")
     return 0
 

@@ -97,3 +97,28 @@ def test_a_forward_with_the_mask_equals_the_models_own_bit_for_bit(tiny_model, p
             runs.append((first.logits, second.logits, cache_of(second).layers[0].keys))
     for a, b in zip(*runs, strict=True):
         assert torch.equal(a, b)
+
+
+def test_step_masks_write_in_place_what_the_rebuilt_masks_held():
+    """Each decode step's mask equals the mask rebuilt from the concatenated 2-D one."""
+    from gymhub.trainer.engines.masks import StepMasks
+
+    attn = torch.tensor([[0, 1, 1], [1, 1, 1], [1, 1, 1]])
+    for dtype in (torch.float32, None):
+        masks = StepMasks(attn, 4, dtype)
+        plain = attn
+        for fed in (None, [0, 2], [2]):
+            column = torch.ones((3, 1), dtype=plain.dtype)
+            if fed is not None:
+                column = torch.tensor([[int(r in fed)] for r in range(3)])
+            plain = torch.cat([plain, column], dim=1)
+            got = masks.feed(fed)
+            assert torch.equal(masks.attn, plain)
+            if dtype is None:
+                assert torch.equal(got, plain)
+            else:
+                assert torch.equal(got, additive_mask(plain, 1, dtype))
+    unpadded = StepMasks(torch.ones((2, 3), dtype=torch.long), 2, torch.float32)
+    first = unpadded.feed(None)
+    assert first.dim() == 2 and bool(first.all())  # nothing padded: the model's no-mask path
+    assert unpadded.feed([1]).dim() == 4  # a finished row: an additive mask from then on

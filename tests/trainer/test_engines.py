@@ -218,24 +218,44 @@ def test_alike_prompts_share_one_prefill_of_their_common_start(tiny_model, token
 
 def test_batched_sampling_draws_from_the_tempered_top_p_distribution():
     """Row by row frequencies match softmax(logits / T), cut to top-p, and a row's draw
-    depends only on its own generator."""
+    depends only on its own uniform number."""
     import torch
 
+    from gymhub.trainer.engines.sampling import draw_uniforms
     from gymhub.trainer.engines.sampling import sample_rows as _sample
 
+    def uniforms(seeds):
+        return draw_uniforms([torch.Generator().manual_seed(i) for i in seeds], 1)[:, 0]
+
     logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, -3.0]] * 4000)
-    gens = [torch.Generator().manual_seed(i) for i in range(4000)]
-    drawn = _sample(logits, 0.8, 1.0, gens)
+    drawn = _sample(logits, 0.8, 1.0, uniforms(range(4000)))
     want = torch.softmax(logits[0] / 0.8, -1)
     freq = torch.bincount(torch.tensor([t for t, _ in drawn]), minlength=5) / 4000
     assert torch.allclose(freq, want, atol=0.03)
     assert all(lp == pytest.approx(float(want[t].log()), abs=1e-5) for t, lp in drawn[:50])
-    cut = _sample(logits, 0.8, 0.7, [torch.Generator().manual_seed(i) for i in range(4000)])
+    cut = _sample(logits, 0.8, 0.7, uniforms(range(4000)))
     kept = {t for t, _ in cut}
     assert kept == {0, 1}  # 0.64 + 0.24 reach 0.7; the tail is never drawn
-    alone = _sample(logits[:1], 0.8, 1.0, [torch.Generator().manual_seed(7)])
+    alone = _sample(logits[:1], 0.8, 1.0, uniforms([7]))
     assert alone[0][0] == drawn[7][0]
-    assert [t for t, _ in _sample(logits[:3], 0.0, 1.0, gens[:3])] == [0, 0, 0]
+    assert [t for t, _ in _sample(logits[:3], 0.0, 1.0, None)] == [0, 0, 0]
+    with pytest.raises(ValueError, match="uniform"):
+        _sample(logits[:3], 1.0, 1.0, None)
+
+
+def test_up_front_draws_are_the_draws_one_at_a_time():
+    """A call's uniforms drawn at once equal a generator's successive single draws, so
+    drawing them up front changed no sample (and a torch that changed this would fail here)."""
+    import torch
+
+    from gymhub.trainer.engines.sampling import draw_uniforms
+
+    for seed in (0, 7, 2**40 + 3):
+        one = torch.Generator().manual_seed(seed)
+        singles = torch.cat([torch.rand(1, generator=one) for _ in range(300)])
+        both = draw_uniforms([torch.Generator().manual_seed(seed)] * 2, 150)
+        assert torch.equal(both.flatten(), singles)  # one generator: row 2 continues row 1
+    assert draw_uniforms([], 5).shape == (0, 5)
 
 
 def test_prefix_sharing_is_a_tree_system_prompt_then_each_schema(tiny_model, tokenizer):
@@ -271,4 +291,4 @@ def test_non_finite_logits_are_an_error_not_a_sample():
     bad = torch.tensor([[0.0, float("nan"), 1.0]])
     for temperature in (0.0, 1.0):
         with pytest.raises(ValueError, match="non-finite"):
-            _sample(bad, temperature, 1.0, [torch.Generator().manual_seed(0)])
+            _sample(bad, temperature, 1.0, torch.tensor([0.5]))

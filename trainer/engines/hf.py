@@ -16,14 +16,15 @@ own, and the rollout's drift check compares every episode with a full render.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..hf_compat import cache_keyword, cache_of, last_logits_keyword
 from .base import Completion, GenerationRequest, SamplingConfig
-from .masks import additive_mask, prebuilt_masks_apply
+from .masks import StepMasks, additive_mask, prebuilt_masks_apply
 from .prefix_share import prefix_groups
-from .sampling import sample_rows
+from .sampling import draw_uniforms, sample_rows
 from .session_cache import (
     CachedPrefix,
     SessionCaches,
@@ -60,6 +61,9 @@ class TransformersEngine:
         prebuilt_masks: hand the model each forward's attention mask in the additive
             form SDPA uses, built once, where that is exactly what the model would
             build (see :mod:`.masks`); off, the model builds it from the 2-D mask.
+        grouped_attention: in a prefill with a mask, let torch's SDPA group the query
+            heads of a grouped-query model instead of repeating the cache's key and
+            value heads (see :mod:`.gqa`; bit-identical outputs).
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class TransformersEngine:
         share_prefixes: bool = True,
         reserve_room: bool = True,
         prebuilt_masks: bool = True,
+        grouped_attention: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -91,6 +96,7 @@ class TransformersEngine:
         self.reserve_room = reserve_room
         self.prebuilt_masks = prebuilt_masks and prebuilt_masks_apply(model)
         self._mask_dtype: Any = None  # set by each generate call (see there)
+        self.grouped_attention = grouped_attention and _sdpa(model)
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -111,13 +117,21 @@ class TransformersEngine:
             # (8 x 64 tokens, quiet machine, 1 and 2 threads) inference_mode saved ~1 %, and
             # its tensors could not be touched by a later grad-mode forward (a buffer a
             # model builds lazily during generation would break the update)
-            with torch.no_grad():
+            with torch.no_grad(), self._attention():
                 for i in range(0, len(requests), self.max_batch_size):
                     out.extend(self._batch(requests[i : i + self.max_batch_size], sampling))
         finally:
             if was_training:
                 self.model.train()
         return out
+
+    def _attention(self) -> contextlib.AbstractContextManager[None]:
+        """The model's attention while the engine runs it (see :mod:`.gqa`)."""
+        if not self.grouped_attention:
+            return contextlib.nullcontext()
+        from .gqa import engine_attention
+
+        return engine_attention(self.model)
 
     def _generators(self, requests: Sequence[GenerationRequest]) -> list[torch.Generator]:
         import torch
@@ -198,17 +212,23 @@ class TransformersEngine:
             from .kv_room import reserve_room
 
             reserve_room(past, steps)
-        gens = self._generators(requests)
+        gens = self._generators(requests)  # also for greedy calls: it numbers the requests
+        uniforms = None if sampling.temperature <= 0 else draw_uniforms(gens, steps)
+        masks = StepMasks(attn, steps, self._mask_dtype if self.prebuilt_masks else None)
         stop_ids = set(sampling.stop_token_ids)
         gen_ids: list[list[int]] = [[] for _ in range(b)]
         gen_lp: list[list[float]] = [[] for _ in range(b)]
         fed = [0] * b
         reasons: list[str | None] = [None if r.max_tokens > 0 else "length" for r in requests]
         last_pos = pos[:, -1:]
-        for _ in range(steps):
-            rows = [row for row in range(b) if reasons[row] is None]
-            drawn = sample_rows(logits[rows], sampling.temperature, sampling.top_p,
-                                [gens[row] for row in rows])
+        everyone = list(range(b))
+        for step in range(steps):
+            rows = [row for row in everyone if reasons[row] is None]
+            whole = len(rows) == b
+            u = None if uniforms is None else (uniforms[:, step] if whole
+                                               else uniforms[rows, step])
+            drawn = sample_rows(logits if whole else logits[rows], sampling.temperature,
+                                sampling.top_p, u)
             tokens = [self.pad_token_id] * b
             for row, (tok, lp) in zip(rows, drawn, strict=True):
                 tokens[row] = tok
@@ -220,16 +240,13 @@ class TransformersEngine:
                     reasons[row] = "length"
             if all(r is not None for r in reasons):
                 break
-            fed_now = [0] * b
             for row in rows:
                 fed[row] += 1
-                fed_now[row] = 1
-            column = torch.tensor(fed_now, dtype=attn.dtype, device=device)[:, None]
-            attn = torch.cat([attn, column], dim=1)
+            mask = masks.feed(None if whole else rows)
             last_pos = last_pos + 1
             result = self.model(
                 input_ids=torch.tensor(tokens, device=device)[:, None],
-                attention_mask=self._mask(attn, 1),
+                attention_mask=mask,
                 position_ids=last_pos,
                 use_cache=True,
                 **{self._cache_kw: past},
@@ -237,6 +254,7 @@ class TransformersEngine:
             )
             past = cache_of(result)
             logits = result.logits[:, -1, :].float()
+        attn = masks.attn
         self._keep(requests, past, attn, [g[:n] for g, n in zip(gen_ids, fed, strict=True)])
         return [
             Completion(
@@ -416,6 +434,11 @@ class TransformersEngine:
 
     def wake_up(self) -> None:
         """See :meth:`sleep`."""
+
+
+def _sdpa(model: Any) -> bool:
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None) == "sdpa"
 
 
 def _refeed(

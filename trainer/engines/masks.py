@@ -21,12 +21,13 @@ transformers' own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["additive_mask", "prebuilt_masks_apply"]
+__all__ = ["StepMasks", "additive_mask", "prebuilt_masks_apply"]
 
 
 def prebuilt_masks_apply(model: Any) -> bool:
@@ -58,3 +59,59 @@ def additive_mask(attn: torch.Tensor, queries: int, dtype: torch.dtype) -> torch
         allowed = allowed & (torch.arange(columns, device=attn.device)[None, :] <= at)
     out = torch.zeros(allowed.shape, dtype=dtype, device=attn.device)
     return out.masked_fill_(~allowed, float("-inf"))
+
+
+class StepMasks:
+    """A batch's attention masks for its decode steps, written one column at a time.
+
+    Built with a column per decode step reserved, so that a step writes its column in
+    place (two small slice assignments) where the loop used to concatenate a column to
+    the 2-D mask and rebuild the additive one from it: ~60 microseconds a step on the
+    CPU, 5 % of a tiny model's decode step. The masks a step hands the model are views of
+    the same values the rebuilt ones held, so the outputs are unchanged
+    (``tests/trainer/test_engine_masks.py``).
+
+    Args:
+        attn: the ``(batch, columns)`` 0/1 mask after the prefill.
+        steps: decode steps reserved.
+        dtype: the attention's dtype for prebuilt additive masks (see
+            :func:`additive_mask`), or ``None`` to hand the model the 2-D mask.
+    """
+
+    def __init__(self, attn: torch.Tensor, steps: int, dtype: torch.dtype | None) -> None:
+        import torch
+
+        b, self.cols = attn.shape
+        self._plain = attn.new_zeros((b, self.cols + steps))
+        self._plain[:, : self.cols] = attn
+        self._full = bool(attn.all())  # nothing padded so far: the model's own no-mask path
+        self._additive: torch.Tensor | None = None
+        if dtype is not None:
+            self._additive = torch.full((b, 1, 1, self.cols + steps), float("-inf"),
+                                        dtype=dtype, device=attn.device)
+            self._additive[:, 0, 0, : self.cols].masked_fill_(attn.bool(), 0.0)
+
+    @property
+    def attn(self) -> torch.Tensor:
+        """The 0/1 mask of the columns so far."""
+        return self._plain[:, : self.cols]
+
+    def feed(self, rows: Sequence[int] | None) -> torch.Tensor:
+        """Add the next column, fed by ``rows`` (``None``: every row); its step's mask."""
+        c = self.cols
+        if rows is None:
+            self._plain[:, c] = 1
+            if self._additive is not None:
+                self._additive[:, 0, 0, c] = 0.0
+        else:
+            import torch
+
+            self._full = False
+            index = torch.tensor(list(rows), dtype=torch.long, device=self._plain.device)
+            self._plain[index, c] = 1
+            if self._additive is not None:
+                self._additive[index, 0, 0, c] = 0.0
+        self.cols += 1
+        if self._additive is None or self._full:
+            return self.attn
+        return self._additive[..., : self.cols]

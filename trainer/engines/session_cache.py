@@ -185,17 +185,23 @@ def batch_cache(
     from transformers import DynamicCache
 
     ref = next(e for e, n in prefixes if e is not None and n > 0)
+    # only the padding needs zeros (the mask hides it, but uninitialised memory could
+    # hold NaNs, which a masked score does not cancel); rows' prefixes are mostly alike
+    # in length, so zeroing the whole width first wrote most of it twice
+    held = [n if entry is not None and n > 0 else 0 for entry, n in prefixes]
+    pad = width - min(held)
     layers = []
     for layer in range(len(ref.keys)):
         bufs = []
         for t in (ref.keys[layer], ref.values[layer]):
             buf = t.new_empty((len(prefixes), t.shape[1], width + room, t.shape[3]))
-            buf[:, :, :width].zero_()
+            if pad:
+                buf[:, :, :pad].zero_()
             bufs.append(buf)
         for row, (entry, n) in enumerate(prefixes):
-            if entry is not None and n > 0:
-                bufs[0][row, :, width - n : width] = entry.keys[layer][0, :, :n]
-                bufs[1][row, :, width - n : width] = entry.values[layer][0, :, :n]
+            if held[row]:
+                bufs[0][row, :, width - n : width] = entry.keys[layer][0, :, :n]  # type: ignore[union-attr]
+                bufs[1][row, :, width - n : width] = entry.values[layer][0, :, :n]  # type: ignore[union-attr]
         layers.append((bufs[0], bufs[1]))
     if room > 0:
         from .kv_room import RoomyLayer
