@@ -245,13 +245,15 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
             "single_no_gqa": lambda: single("no gqa"),
         })
     rates: dict[str, list[float]] = {k: [] for k in runs}
+    secs: dict[str, list[float]] = {k: [] for k in runs}
     for fn in runs.values():
         fn()  # warm-up
     for _ in range(rounds):
         for key, fn in runs.items():
             t = time.perf_counter()
             n = fn()
-            rates[key].append(n / (time.perf_counter() - t))
+            secs[key].append(time.perf_counter() - t)
+            rates[key].append(n / secs[key][-1])
     runner.close()
     out = {k: statistics.median(v) for k, v in rates.items()}
     # Ratios of the same round (runs a second apart), then their median: steadier than a
@@ -274,6 +276,11 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
         out[f"{key}_engine_ms"] = 1000 * statistics.median(inside[key][1:])
         out[f"{key}_outside_ms"] = 1000 * statistics.median(
             a - e for a, e in zip(inside[key + "_all"][1:], inside[key][1:], strict=True))
+    # the engine's part alone: single-turn generation's time over a multi-turn run's time
+    # inside the engine (the environments, rendering and parsing outside it are the rest
+    # of the gap); both runs generate the same tokens
+    out["engine_only_ratio"] = statistics.median(secs["single"]) / statistics.median(
+        inside["multi_on"][1:])
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
     out["inline"] = float(len(backends["loop"].inline_envs))
@@ -470,7 +477,8 @@ def print_rollouts(r: dict[str, float], label: str) -> None:
     print(f"  single-turn rollouts (1 x 64 tokens, echo-v0)     {r['single_rollout']:8.0f} tokens/s"
           f"   {r['single_rollout_ratio']:.2f}x single-turn; multi-turn (cache on) is "
           f"{r['multi_rollout_ratio']:.2f}x these")
-    print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x")
+    print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x; the engine alone "
+          f"(multi-turn's time inside it): {r['engine_only_ratio']:.2f}x single-turn")
     for key, name in (("multi_on", "multi-turn rollout (cache on)"),
                       ("single_rollout", "single-turn rollout"),
                       ("multi_threads", "multi-turn, env calls in threads")):
