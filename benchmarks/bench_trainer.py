@@ -25,9 +25,10 @@
 
 Run: ``python benchmarks/bench_trainer.py [--threads 1] [--demo-model auto|smollm2|tiny|DIR]
 [--engine-thread caller|pool] [--compare-sharing] [--compare-room] [--compare-masks]
-[--rollout-model tiny|smollm2] [--rollout-rounds N]`` (CPU; about a minute, plus ~4 minutes
-for the demo-step split with SmolLM2, which runs only when that model is prepared or
-``--demo-model smollm2`` asks for it, and ~1 minute a round for SmolLM2's rollouts).
+[--compare-gqa] [--rollout-model tiny|smollm2] [--rollout-rounds N]`` (CPU; about a
+minute, plus ~4 minutes for the demo-step split with SmolLM2, which runs only when that
+model is prepared or ``--demo-model smollm2`` asks for it, and ~1 minute a round for
+SmolLM2's rollouts).
 """
 
 from __future__ import annotations
@@ -413,8 +414,9 @@ def bench_switch(model_dir: str, tmp: str, attr: str, what: str, tiny: bool = Fa
     """One engine switch (``attr``) on against off, alternated round by round.
 
     The same work each way: the demo's first step's rollouts (its tasks, group size and
-    sampling), then a greedy evaluation of held-out tasks. ``reserve_room`` and
-    ``prebuilt_masks`` change no sample (tested), so only the time is compared.
+    sampling), then a greedy evaluation of held-out tasks. ``reserve_room``,
+    ``prebuilt_masks`` and ``grouped_attention`` change no sample (tested), so only the
+    time is compared.
     """
     cfg = _demo_cfg(model_dir, tmp, tiny)
     times: dict[str, dict[bool, list[float]]] = {k: {True: [], False: []}
@@ -518,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-masks", action="store_true",
                    help="also time the demo's first step and an evaluation with the engine's "
                         "prebuilt additive attention masks on and off, alternated")
+    p.add_argument("--compare-gqa", action="store_true",
+                   help="also time the demo's first step and an evaluation with the engine's "
+                        "grouped-query attention in prefills on and off, alternated")
     p.add_argument("--engine-thread", choices=("caller", "pool"), default="caller",
                    help="where the demo split's engine calls run: the trainer's thread (the "
                         "default, as the learner runs) or the loop's thread pool (earlier "
@@ -561,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare_masks:
                 bench_switch(model_dir, tmp, "prebuilt_masks",
                              "attention masks prebuilt in SDPA's additive form", tiny)
+            if args.compare_gqa:
+                bench_switch(model_dir, tmp, "grouped_attention",
+                             "grouped-query attention in prefills (no repeated heads)", tiny)
     if args.rollout_model == "smollm2":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
