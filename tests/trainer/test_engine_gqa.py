@@ -10,12 +10,7 @@ pytest.importorskip("transformers")
 from gymhub.trainer.engines import GenerationRequest, SamplingConfig, TransformersEngine  # noqa: E402
 from gymhub.trainer.engines.masks import additive_mask  # noqa: E402
 
-from .conftest import build_model  # noqa: E402
-
-
-def _obs(tokenizer, word):
-    return tokenizer.encode(f"<|im_end|>\n<|im_start|>user\n{word}<|im_end|>\n"
-                            "<|im_start|>assistant\n", add_special_tokens=False)
+from .conftest import assert_same_turns, build_model  # noqa: E402
 
 
 def test_grouped_attention_equals_the_repeated_heads_bit_for_bit():
@@ -55,18 +50,8 @@ def test_grouped_attention_changes_no_sample_and_no_logprob(tokenizer, temperatu
     assert engines[True].grouped_attention and not engines[False].grouped_attention
     head = "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\n"
     starts = [head + "apple<|im_end|>\n<|im_start|>assistant\n", head + "stone cloud", "z"]
-    ctx = {on: [tokenizer.encode(t, add_special_tokens=False) for t in starts] for on in engines}
     sampling = SamplingConfig(temperature=temperature, stop_token_ids=(tokenizer.eos_token_id,))
-    for turn in range(4):
-        outs = {}
-        for on, engine in engines.items():
-            reqs = [GenerationRequest(ctx[on][i], 3 + 2 * i, seed=10 * turn + i, session=f"s{i}")
-                    for i in range(len(starts))]
-            outs[on] = engine.generate(reqs, sampling)
-            for i, out in enumerate(outs[on]):
-                ctx[on][i] = ctx[on][i] + out.token_ids + _obs(tokenizer, f"look {turn}")
-        for a, b in zip(outs[True], outs[False], strict=True):
-            assert a.token_ids == b.token_ids and a.logprobs == b.logprobs  # exactly
+    assert_same_turns(engines, tokenizer, starts, sampling)
     assert engines[True].caches.hits > 0
     assert model.config._attn_implementation == "sdpa"  # the trainer's forward keeps its own
 
