@@ -81,3 +81,14 @@ def test_models_without_sdpa_keep_their_attention(tokenizer):
     assert not engine.grouped_attention
     engine.generate([GenerationRequest([5, 6, 7], 2, seed=0)], SamplingConfig())
     assert model.config._attn_implementation == "eager"
+
+
+def test_models_with_sub_configs_keep_their_attention(tokenizer, monkeypatch):
+    """Switching a config's attention would switch its sub-configs' too, and switching it
+    back could not restore theirs: such models run transformers' own attention."""
+    model = build_model(len(tokenizer))
+    assert TransformersEngine(model, tokenizer).grouped_attention
+    # as a multimodal config has (on the model's config class only, for this test)
+    monkeypatch.setattr(type(model.config), "sub_configs", {"vision_config": object},
+                        raising=False)
+    assert not TransformersEngine(model, tokenizer).grouped_attention

@@ -15,7 +15,9 @@ outputs are bit-identical (``tests/trainer/test_engine_gqa.py``). It is register
 transformers under :data:`NAME` and used only while the engine runs the model
 (:func:`engine_attention`), so the trainer's forward and backward keep transformers' own
 path. Everything it does not cover (a decode step, which transformers already packs
-without a copy; no mask; a boolean mask; a bias) goes to transformers' function.
+without a copy; no mask; a boolean mask; a bias) goes to transformers' function. The
+engine uses it for models whose config has no sub-configs: switching a config's
+attention switches its sub-configs' too, and switching back would not restore theirs.
 
 Imported lazily: it needs torch and transformers.
 """

@@ -96,7 +96,7 @@ class TransformersEngine:
         self.reserve_room = reserve_room
         self.prebuilt_masks = prebuilt_masks and prebuilt_masks_apply(model)
         self._mask_dtype: Any = None  # set by each generate call (see there)
-        self.grouped_attention = grouped_attention and _sdpa(model)
+        self.grouped_attention = grouped_attention and _plain_sdpa(model)
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -436,9 +436,15 @@ class TransformersEngine:
         """See :meth:`sleep`."""
 
 
-def _sdpa(model: Any) -> bool:
+def _plain_sdpa(model: Any) -> bool:
+    """SDPA attention on a config without sub-configs (see :mod:`.gqa`).
+
+    Setting a config's attention implementation sets its sub-configs' too (a vision
+    tower's, say), and setting it back would not restore theirs where they differed.
+    """
     config = getattr(model, "config", None)
-    return getattr(config, "_attn_implementation", None) == "sdpa"
+    return (getattr(config, "_attn_implementation", None) == "sdpa"
+            and not getattr(config, "sub_configs", None))
 
 
 def _refeed(
