@@ -33,6 +33,7 @@ SmolLM2's rollouts).
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
@@ -197,6 +198,7 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     runner, compute = LoopThread("bench-rollouts"), CallerExecutor()
 
     inside: dict[str, list[float]] = {}  # per run: seconds inside the engine, and in all
+    appended: dict[str, list[int]] = {}  # per episode: tokens appended after its turns
 
     def episodes(cache: object, turns: int = 4, key: str = "", backend: str = "loop") -> int:
         stats: dict[str, float] = {}
@@ -210,6 +212,8 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
         if key:
             inside.setdefault(key, []).append(stats["time_generate"])
             inside.setdefault(key + "_all", []).append(time.perf_counter() - start)
+            appended[key] = [len(t.ids) - t.loss_mask.index(1) - t.generated_tokens
+                             for t in trajs if 1 in t.loss_mask]
         return sum(t.generated_tokens for t in trajs)
 
     drifted, turns = drift_check(tok, renderer, tasks, None if tiny else model, tools)
@@ -282,12 +286,53 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     # of the gap); both runs generate the same tokens
     out["engine_only_ratio"] = statistics.median(secs["single"]) / statistics.median(
         inside["multi_on"][1:])
+    out.update(_observation_bound(model, round(statistics.mean(len(r.prompt_ids) for r in reqs)),
+                                  secs["single"], appended["multi_on"], pad))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
     out["inline"] = float(len(backends["loop"].inline_envs))
     out["prompt_tokens"] = statistics.mean(len(r.prompt_ids) for r in reqs)
     out["rounds"] = float(rounds)
     return out
+
+
+def _observation_bound(model: object, prompt: int, single_secs: list[float],
+                       appended: list[int], pad: int) -> dict[str, float]:
+    """What the observations alone cost: about where the ratio would be if nothing else did.
+
+    Single-turn generation is one prefill and 63 decode steps; a multi-turn run of the
+    benchmark the same prefill, 60 decode steps and three observation prefills per episode
+    (each with the turn's last and closing tokens), after a cache of the episode so far.
+    Those three are timed here as plain forwards of that many tokens for the batch after a
+    cache of that length (no padding, no engine), a decode step as single-turn generation's
+    time over its 64 tokens (a little more than a step: it includes the prompt's prefill),
+    and the estimate is single-turn's time over that time less three steps plus the three
+    prefills. It leaves out every per-turn cost but the observations' own forward passes.
+    """
+    from gymhub.trainer.hf_compat import cache_keyword, cache_of, last_logits_keyword
+
+    # a turn's prefill feeds its last sampled token, the closing token and the observation
+    width = round(statistics.mean(appended) / 3) + 1 if appended else 1
+    ids = torch.full((B, width), pad + 1, dtype=torch.long)
+    kwargs = last_logits_keyword(model)
+    prefills = 0.0
+    with torch.no_grad():
+        for turn in (1, 2, 3):
+            ctx = prompt + turn * 16 + (turn - 1) * (width - 1)
+            head = torch.full((B, ctx), pad + 2, dtype=torch.long)
+            cache = cache_of(model(input_ids=head, use_cache=True, **kwargs))  # type: ignore[operator]
+            times = []
+            for _ in range(3):
+                fresh = copy.deepcopy(cache)  # the forward appends to the cache it is given
+                t = time.perf_counter()
+                model(input_ids=ids, use_cache=True, **{cache_keyword(model): fresh},  # type: ignore[operator]
+                      **kwargs)
+                times.append(time.perf_counter() - t)
+            prefills += statistics.median(times)
+    single = statistics.median(single_secs)
+    step = single / 64
+    return {"obs_tokens": float(width), "obs_prefill_ms": 1000 * prefills / 3,
+            "step_ms": 1000 * step, "obs_bound": single / (single - 3 * step + prefills)}
 
 
 def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
@@ -481,6 +526,11 @@ def print_rollouts(r: dict[str, float], label: str) -> None:
           f"{r['multi_rollout_ratio']:.2f}x these")
     print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x; the engine alone "
           f"(multi-turn's time inside it): {r['engine_only_ratio']:.2f}x single-turn")
+    print(f"  the observations alone: a plain forward of {B} x {r['obs_tokens']:.0f} tokens (a "
+          f"turn's observation) after the episode's cache {r['obs_prefill_ms']:.1f} ms, a "
+          "decode step ~"
+          f"{r['step_ms']:.2f} ms: with nothing else, multi-turn would reach about "
+          f"{r['obs_bound']:.2f}x single-turn")
     for key, name in (("multi_on", "multi-turn rollout (cache on)"),
                       ("single_rollout", "single-turn rollout"),
                       ("multi_threads", "multi-turn, env calls in threads")):
