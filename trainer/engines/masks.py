@@ -66,10 +66,10 @@ class StepMasks:
 
     Built with a column per decode step reserved, so that a step writes its column in
     place (two small slice assignments) where the loop used to concatenate a column to
-    the 2-D mask and rebuild the additive one from it: ~60 microseconds a step on the
-    CPU, 5 % of a tiny model's decode step. The masks a step hands the model are views of
-    the same values the rebuilt ones held, so the outputs are unchanged
-    (``tests/trainer/test_engine_masks.py``).
+    the 2-D mask and rebuild the additive one from it, a few percent of a tiny model's
+    decode step (``benchmarks/bench_trainer.py``, the masks' line). The masks a step hands
+    the model are views of the same values the rebuilt ones held, so the outputs are
+    unchanged (``tests/trainer/test_engine_masks.py``).
 
     Args:
         attn: the ``(batch, columns)`` 0/1 mask after the prefill.
