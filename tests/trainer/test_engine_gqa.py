@@ -81,6 +81,20 @@ def test_models_without_sdpa_keep_their_attention(tokenizer):
     assert not engine.grouped_attention
     engine.generate([GenerationRequest([5, 6, 7], 2, seed=0)], SamplingConfig())
     assert model.config._attn_implementation == "eager"
+    # switched to eager after the engine was built: the engine leaves it eager too
+    later = build_model(len(tokenizer))
+    engine = TransformersEngine(later, tokenizer, pad_token_id=tokenizer.pad_token_id)
+    later.config._attn_implementation = "eager"
+    seen = []
+    forward = later.forward
+
+    def spy(*args, **kwargs):
+        seen.append(later.config._attn_implementation)
+        return forward(*args, **kwargs)
+
+    later.forward = spy
+    engine.generate([GenerationRequest([5, 6, 7], 2, seed=0)], SamplingConfig())
+    assert seen and set(seen) == {"eager"}
 
 
 def test_models_with_sub_configs_keep_their_attention(tokenizer, monkeypatch):

@@ -126,8 +126,12 @@ class TransformersEngine:
         return out
 
     def _attention(self) -> contextlib.AbstractContextManager[None]:
-        """The model's attention while the engine runs it (see :mod:`.gqa`)."""
-        if not self.grouped_attention:
+        """The model's attention while the engine runs it (see :mod:`.gqa`).
+
+        Checked at every call: a model switched to another attention since the engine was
+        built keeps it.
+        """
+        if not self.grouped_attention or not _plain_sdpa(self.model):
             return contextlib.nullcontext()
         from .gqa import engine_attention
 
