@@ -286,7 +286,7 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     # of the gap); both runs generate the same tokens
     out["engine_only_ratio"] = statistics.median(secs["single"]) / statistics.median(
         inside["multi_on"][1:])
-    out.update(_observation_bound(model, round(statistics.mean(len(r.prompt_ids) for r in reqs)),
+    out.update(_observation_estimate(model, round(statistics.mean(len(r.prompt_ids) for r in reqs)),
                                   secs["single"], appended["multi_on"], pad))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
@@ -296,7 +296,7 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     return out
 
 
-def _observation_bound(model: object, prompt: int, single_secs: list[float],
+def _observation_estimate(model: object, prompt: int, single_secs: list[float],
                        appended: list[int], pad: int) -> dict[str, float]:
     """What the observations alone cost: about where the ratio would be if nothing else did.
 
@@ -332,7 +332,7 @@ def _observation_bound(model: object, prompt: int, single_secs: list[float],
     single = statistics.median(single_secs)
     step = single / 64
     return {"obs_tokens": float(width), "obs_prefill_ms": 1000 * prefills / 3,
-            "step_ms": 1000 * step, "obs_bound": single / (single - 3 * step + prefills)}
+            "step_ms": 1000 * step, "obs_estimate": single / (single - 3 * step + prefills)}
 
 
 def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
@@ -530,7 +530,7 @@ def print_rollouts(r: dict[str, float], label: str) -> None:
           f"turn's observation) after the episode's cache {r['obs_prefill_ms']:.1f} ms, a "
           "decode step ~"
           f"{r['step_ms']:.2f} ms: with nothing else, multi-turn would reach about "
-          f"{r['obs_bound']:.2f}x single-turn")
+          f"{r['obs_estimate']:.2f}x single-turn")
     for key, name in (("multi_on", "multi-turn rollout (cache on)"),
                       ("single_rollout", "single-turn rollout"),
                       ("multi_threads", "multi-turn, env calls in threads")):

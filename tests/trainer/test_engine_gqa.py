@@ -34,9 +34,10 @@ def test_grouped_attention_equals_the_repeated_heads_bit_for_bit():
     assert ours.shape == theirs.shape == (3, 5, 4, 16)
     assert torch.equal(ours, theirs)
     # a decode step, no mask, or a boolean mask: transformers' own function, unchanged
-    one = gqa_sdpa(module, query[:, :, -1:], key, value, mask[:, :, -1:], scaling=0.25)[0]
-    assert torch.equal(one, sdpa_attention_forward(module, query[:, :, -1:], key, value,
-                                                   mask[:, :, -1:], scaling=0.25)[0])
+    for q, m in ((query[:, :, -1:], mask[:, :, -1:]), (query, None), (query, mask == 0)):
+        ours, _ = gqa_sdpa(module, q, key, value, m, scaling=0.25)
+        assert torch.equal(ours, sdpa_attention_forward(module, q, key, value, m,
+                                                        scaling=0.25)[0])
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampled"])

@@ -5,9 +5,10 @@ transformers' SDPA path lets torch's kernel group the query heads itself
 cache or with padding has, it first repeats each key and value head for its group of
 query heads (``repeat_kv``): a copy of the whole cache in every layer of every such
 forward. A multi-turn rollout prefills each observation over its episode's cache, so
-it pays that copy at every turn (the tiny test Llama: ~0.5 ms of a ~4.5 ms observation
-prefill). For SmolLM2-135M (9 query heads on 3 key/value heads) it triples the bytes a
-prefill's attention reads.
+it pays that copy at every turn; for SmolLM2-135M (9 query heads on 3 key/value heads)
+it triples the bytes a prefill's attention reads. On the models measured the copy is
+small next to the attention itself (``benchmarks/bench_trainer.py``, its grouped-query
+line and ``--compare-gqa``), but leaving it out is exact and free.
 
 :func:`gqa_sdpa` is the same attention with torch grouping the heads: each query head
 reads its key/value head in place, the arithmetic per head is unchanged, and the
