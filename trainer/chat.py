@@ -31,7 +31,10 @@ tokenizer): ``tokenizer.encode`` wraps the same call in ~50 microseconds of Pyth
 (argument checks, a batch of one, an encoding object), which a multi-turn rollout pays
 for every prompt and observation. The first text a renderer encodes is encoded both
 ways; if they differ, it keeps ``tokenizer.encode``. The drift check always uses
-``tokenizer.encode``, so it stays an independent render.
+``tokenizer.encode``, so it stays an independent render. Likewise, texts without tool
+schemas are rendered from the compiled template directly where that was checked to give
+``apply_chat_template``'s text (:mod:`.template_text`); the drift check renders the
+public way.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from typing import Any
 
 from gymhub.errors import TemplateError
 from gymhub.types import Message
+
+from .template_text import TemplateText
 
 __all__ = ["ChatRenderer", "Drift", "TemplateError", "tools_key"]
 
@@ -101,6 +106,7 @@ class ChatRenderer:
         backend = getattr(tokenizer, "backend_tokenizer", None)
         self._backend: Any = backend if callable(getattr(backend, "encode", None)) else None
         self._backend_checked = False
+        self._template = TemplateText(tokenizer)
 
     def _encode(self, text: str) -> list[int]:
         """``tokenizer.encode(text)`` without special tokens (see the module docstring)."""
@@ -132,12 +138,7 @@ class ChatRenderer:
         tools: Sequence[dict[str, Any]] | None,
         generation_prompt: bool,
     ) -> str:
-        return str(self.tokenizer.apply_chat_template(
-            [m.to_dict() for m in messages],
-            tools=list(tools) if tools else None,
-            tokenize=False,
-            add_generation_prompt=generation_prompt,
-        ))
+        return self._template.render(messages, tools, generation_prompt)
 
     def prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
@@ -226,7 +227,7 @@ class ChatRenderer:
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> Drift:
         """Compare ``ids`` with a full render of ``messages`` (see the module docstring)."""
-        text = self._text(messages, tools, False)
+        text = self._template.reference(messages, tools, False)
         full = list(self.tokenizer.encode(text, add_special_tokens=False))  # the reference way
         with contextlib.suppress(TemplateError):  # no end-of-turn: compare the whole render
             full = full[: self._cut(full)]
