@@ -25,6 +25,10 @@ out before anything else, so for most the two agree, but not for all (a Sentence
 replies by looking up the tools). The short way is therefore taken only for a tool set
 and an observation shape (its roles) for which it gave exactly the long way's ids on
 the first observation of that kind; any mismatch keeps the long way for that kind.
+First prompts are encoded the same way, in two parts: the text up to the first
+end-of-turn token (a system message with its tool schemas, the same for every task of an
+environment, encoded once and remembered) and the rest, for each kind (tool set, roles)
+only after its first prompt gave the whole text's ids.
 
 Text is encoded by the tokenizer's Rust backend directly where it has one (a fast
 tokenizer): ``tokenizer.encode`` wraps the same call in ~50 microseconds of Python
@@ -107,6 +111,9 @@ class ChatRenderer:
         self._backend: Any = backend if callable(getattr(backend, "encode", None)) else None
         self._backend_checked = False
         self._template = TemplateText(tokenizer)
+        self._split: dict[tuple[str, tuple[str, ...]], bool] = {}  # prompts: see prompt_ids
+        self._heads: dict[str, list[int]] = {}
+        self._eot: str | None = None
 
     def _encode(self, text: str) -> list[int]:
         """``tokenizer.encode(text)`` without special tokens (see the module docstring)."""
@@ -143,8 +150,48 @@ class ChatRenderer:
     def prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
     ) -> list[int]:
-        """The opening messages with the assistant generation prompt."""
-        return self._render(messages, tools, True)
+        """The opening messages with the assistant generation prompt.
+
+        Encoded in two parts where that was checked to give the same ids (see the module
+        docstring): the text up to its first end-of-turn token, which prompts of one
+        system message and tool set share, is encoded once and remembered.
+        """
+        text = self._text(messages, tools, True)
+        kind = (tools_key(tools), tuple(m.role for m in messages))
+        split = self._split.get(kind)
+        if split is False:
+            return self._encode(text)
+        ids = self._split_encode(text)
+        if split and ids is not None:
+            return ids
+        full = self._encode(text)
+        if split is None:
+            if len(self._split) >= 256:  # a bound, not a policy: kinds are few
+                self._split.clear()
+            self._split[kind] = ids == full
+        return full
+
+    def _split_encode(self, text: str) -> list[int] | None:
+        """The ids of ``text`` as its head (remembered) and its tail; ``None`` if no cut."""
+        eot = self._eot_text()
+        at = text.find(eot) if eot else -1
+        cut = at + len(eot)
+        if at < 0 or cut >= len(text):
+            return None
+        head = text[:cut]
+        ids = self._heads.get(head)
+        if ids is None:
+            if len(self._heads) >= 64:  # a bound, not a policy: a run has few system prompts
+                self._heads.clear()
+            ids = self._heads[head] = self._encode(head)
+        return [*ids, *self._encode(text[cut:])]
+
+    def _eot_text(self) -> str:
+        """The end-of-turn token as text ("" where the tokenizer gives none)."""
+        if self._eot is None:
+            eot = self.tokenizer.convert_ids_to_tokens(self.end_of_turn_id)
+            self._eot = eot if isinstance(eot, str) else ""
+        return self._eot
 
     def _cut(self, ids: list[int]) -> int:
         for i in range(len(ids) - 1, -1, -1):
@@ -191,8 +238,8 @@ class ChatRenderer:
         """The delta from the text after the base (no tools); ``None`` where it cannot be cut."""
         if self._base_text is None:
             text = self._text(_BASE, None, False)
-            eot = self.tokenizer.convert_ids_to_tokens(self.end_of_turn_id)
-            at = text.rfind(eot) if isinstance(eot, str) and eot else -1
+            eot = self._eot_text()
+            at = text.rfind(eot) if eot else -1
             self._base_text = (text, at + len(eot) if at >= 0 else -1)
         base, cut = self._base_text
         if cut < 0:

@@ -8,11 +8,11 @@ rollout pays for every observation. Messages that are already plain data (exact
 ``str`` fields, JSON tool-call arguments) need none of it, so the compiled template is
 rendered with them directly, in the same sandboxed environment.
 
-Only renders without tool schemas take this way (observations, and prompts of
-templates that show no tools); tool sets are rendered the public way. That the direct
-text is ``apply_chat_template``'s is checked, not assumed: the first render of each kind
-(the messages' roles and fields, the generation prompt) is done both ways, and a kind
-whose texts differ, or a tokenizer whose template cannot be reached so, keeps
+Tool schemas take it too where they are plain data (checked at each render, a walk
+cheaper than the rebuild it saves). That the direct text is ``apply_chat_template``'s is
+checked, not assumed: the first render of each kind (with tools or not, the messages'
+roles and fields, the generation prompt) is done both ways, and a kind whose texts
+differ, or a tokenizer whose template cannot be reached so, keeps
 ``apply_chat_template``. The compiled template comes from transformers' own cache of
 them (a private function, looked up once; without it every render takes the public way).
 """
@@ -40,7 +40,7 @@ class TemplateText:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self._checked: dict[tuple[Any, ...], bool] = {}  # kind -> the direct text is the same
-        self._compiled: Any = None
+        self._compiled: dict[bool, Any] = {}  # with tools or not -> compiled, or False
         self._special: dict[str, Any] | None = None
 
     def reference(
@@ -62,11 +62,12 @@ class TemplateText:
         generation_prompt: bool,
     ) -> str:
         """The same text as :meth:`reference`, directly where that was checked."""
-        kind = _kind(messages, generation_prompt) if not tools else None
+        plain = not tools or all(_plain(t) for t in tools)
+        kind = _kind(messages, bool(tools), generation_prompt) if plain else None
         same = self._checked.get(kind) if kind is not None else False
         if kind is None or same is False:
             return self.reference(messages, tools, generation_prompt)
-        direct = self._direct(messages, generation_prompt)
+        direct = self._direct(messages, tools, generation_prompt)
         if same and direct is not None:
             return direct
         text = self.reference(messages, tools, generation_prompt)
@@ -75,35 +76,48 @@ class TemplateText:
         self._checked[kind] = direct == text
         return text
 
-    def _direct(self, messages: Sequence[Message], generation_prompt: bool) -> str | None:
+    def _direct(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] | None,
+        generation_prompt: bool,
+    ) -> str | None:
         """The compiled template's text, or ``None`` where it cannot be had this way."""
-        if self._compiled is None:
-            self._compiled = _compiled_template(self.tokenizer)
+        with_tools = bool(tools)
+        compiled = self._compiled.get(with_tools)
+        if compiled is None:
+            compiled = self._compiled[with_tools] = _compiled_template(self.tokenizer, tools)
             self._special = dict(self.tokenizer.special_tokens_map)
-        if self._compiled is False:
+        if compiled is False:
             return None
         try:
-            return str(self._compiled.render(
-                messages=[m.to_dict() for m in messages], tools=None, documents=None,
-                add_generation_prompt=generation_prompt, **(self._special or {}),
+            return str(compiled.render(
+                messages=[m.to_dict() for m in messages], tools=list(tools) if tools else None,
+                documents=None, add_generation_prompt=generation_prompt, **(self._special or {}),
             ))
         except Exception:  # the public way raises its own error, or renders
             return None
 
 
-def _compiled_template(tokenizer: Any) -> Any:
-    """The tokenizer's template for renders without tools, compiled; ``False`` if unreachable."""
+def _compiled_template(tokenizer: Any, tools: Sequence[dict[str, Any]] | None) -> Any:
+    """The tokenizer's template for these tools (or none), compiled; ``False`` if unreachable.
+
+    A tokenizer can hold several named templates and picks one by whether tools are given.
+    """
     try:
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
-        return _compile_jinja_template(tokenizer.get_chat_template(None, None))
+        return _compile_jinja_template(
+            tokenizer.get_chat_template(None, list(tools) if tools else None))
     except Exception:  # another transformers, or no template: the public way
         return False
 
 
-def _kind(messages: Sequence[Message], generation_prompt: bool) -> tuple[Any, ...] | None:
+def _kind(
+    messages: Sequence[Message], with_tools: bool, generation_prompt: bool
+) -> tuple[Any, ...] | None:
     """What a render's text depends on besides the values; ``None`` for data not plain."""
-    kind: list[Any] = [generation_prompt]
+    kind: list[Any] = [with_tools, generation_prompt]
     for m in messages:
         if type(m.role) is not str or type(m.content) is not str:
             return None

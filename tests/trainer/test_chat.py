@@ -48,7 +48,7 @@ def test_a_template_that_reads_the_tools_in_replies_keeps_the_long_way(tokenizer
     assert list(renderer._short.values()) == [False]
 
 
-def test_a_tokenizer_that_marks_the_first_word_keeps_the_long_way():
+def _first_word_marker():
     """SentencePiece-style ``Metaspace(prepend_scheme="first")``: a text encoded alone
     gets a word mark that the same text after a special token does not."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -65,7 +65,11 @@ def test_a_tokenizer_that_marks_the_first_word_keeps_the_long_way():
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>",
                                   pad_token="<|endoftext|>", unk_token="<unk>")
     tok.chat_template = CHATML_TOOLS
-    renderer = ChatRenderer(tok)
+    return tok
+
+
+def test_a_tokenizer_that_marks_the_first_word_keeps_the_long_way():
+    renderer = ChatRenderer(_first_word_marker())
     for _ in range(2):
         for obs in OBSERVATIONS:
             assert renderer.observation_ids(obs, TOOLS) == _long_way(renderer, obs, TOOLS)
@@ -108,3 +112,29 @@ def test_a_backend_that_disagrees_is_dropped_for_the_tokenizer(tokenizer):
     assert renderer.prompt_ids(prompt) == tokenizer.encode(
         renderer._text(prompt, None, True), add_special_tokens=False)
     assert renderer._backend is None  # checked once, found wrong, never used again
+
+
+PROMPTS = [
+    [Message(role="system", content="Repeat the word."), Message(role="user", content=word)]
+    for word in ("apple", "river stone", " zephyr\n", "ünïcödé <|im_end|> x")
+]
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no tools", "tools"])
+def test_prompts_encoded_in_two_parts_equal_the_whole_and_share_the_head(tokenizer, tools):
+    renderer = ChatRenderer(tokenizer)
+    for messages in PROMPTS:
+        text = renderer._template.reference(messages, tools, True)
+        assert renderer.prompt_ids(messages, tools) == tokenizer.encode(
+            text, add_special_tokens=False)
+    assert list(renderer._split.values()) == [True]
+    assert len(renderer._heads) == 1  # the system message (and tools) encoded once
+
+
+def test_a_tokenizer_that_marks_the_first_word_encodes_prompts_whole():
+    tok = _first_word_marker()
+    renderer = ChatRenderer(tok)
+    for messages in PROMPTS:
+        text = renderer._template.reference(messages, TOOLS, True)
+        assert renderer.prompt_ids(messages, TOOLS) == tok.encode(text, add_special_tokens=False)
+    assert list(renderer._split.values()) == [False]

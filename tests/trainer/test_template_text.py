@@ -22,19 +22,20 @@ CONVERSATIONS = [
 ]
 
 
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["no tools", "tools"])
 @pytest.mark.parametrize("generation_prompt", [True, False])
-def test_direct_renders_equal_the_reference_and_are_taken(tokenizer, generation_prompt):
+def test_direct_renders_equal_the_reference_and_are_taken(tokenizer, tools, generation_prompt):
     text = TemplateText(tokenizer)
     for _ in range(2):  # the first render of a kind checks; the second is direct
         for messages in CONVERSATIONS:
-            assert text.render(messages, None, generation_prompt) == text.reference(
-                messages, None, generation_prompt)
+            assert text.render(messages, tools, generation_prompt) == text.reference(
+                messages, tools, generation_prompt)
     assert len(text._checked) == len(CONVERSATIONS) and all(text._checked.values())
 
 
 def test_a_kind_whose_direct_text_differs_keeps_the_public_way(tokenizer):
     text = TemplateText(tokenizer)
-    text._compiled = types.SimpleNamespace(render=lambda **_: "something else")
+    text._compiled = {False: types.SimpleNamespace(render=lambda **_: "something else")}
     text._special = {}
     messages = CONVERSATIONS[0]
     for _ in range(2):
@@ -42,7 +43,7 @@ def test_a_kind_whose_direct_text_differs_keeps_the_public_way(tokenizer):
     assert list(text._checked.values()) == [False]
 
 
-def test_renders_with_tools_or_data_not_plain_take_the_public_way(tokenizer):
+def test_data_not_plain_takes_the_public_way(tokenizer):
     text = TemplateText(tokenizer)
 
     class Loud(str):
@@ -55,7 +56,8 @@ def test_renders_with_tools_or_data_not_plain_take_the_public_way(tokenizer):
     ]
     for messages in odd:
         assert text.render(messages, None, True) == text.reference(messages, None, True)
-    assert text.render(CONVERSATIONS[0], TOOLS, True) == text.reference(CONVERSATIONS[0], TOOLS, True)
+    tools = [{**TOOLS[0], "extra": (1, 2)}]  # a tuple: apply_chat_template's data differs
+    assert text.render(CONVERSATIONS[0], tools, True) == text.reference(CONVERSATIONS[0], tools, True)
     assert text._checked == {}
 
 
@@ -72,9 +74,9 @@ def test_a_template_that_raises_raises_the_public_way(tokenizer):
 def test_a_template_out_of_reach_leaves_every_render_public(tokenizer):
     from gymhub.trainer.template_text import _compiled_template
 
-    assert _compiled_template(object()) is False  # no get_chat_template: the public way
+    assert _compiled_template(object(), None) is False  # no get_chat_template: the public way
     text = TemplateText(tokenizer)
-    text._compiled = False
+    text._compiled = {False: False}
     for _ in range(2):
         assert text.render(CONVERSATIONS[0], None, True) == text.reference(CONVERSATIONS[0], None, True)
     assert list(text._checked.values()) == [False]
