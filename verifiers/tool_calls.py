@@ -328,6 +328,40 @@ def _judge_any(gold: list[_Expected], calls: list[ToolCall]) -> dict[str, Any]:
     return out
 
 
+def _in_order_gap(gold: list[_Expected], calls: list[ToolCall]) -> dict[str, Any] | None:
+    """``missing_call`` / ``extra_call`` where every call made fits in order around a gap.
+
+    Calls ``[a, c]`` against ``[a, b, c]`` left ``b`` out: comparing position by position
+    would call ``c`` a wrong name for ``b``. Each call is paired with the earliest expected
+    call after the last pair that it fits (earliest is never worse for the calls after it).
+    """
+    short, long_, missing = (calls, gold, True) if len(calls) < len(gold) else (gold, calls, False)
+    if len(short) == len(long_):
+        return None
+    skipped: int | None = None
+    j = 0
+    for item in short:
+        while j < len(long_) and not _fits(item, long_[j], missing):
+            skipped = j if skipped is None else skipped
+            j += 1
+        if j == len(long_):
+            return None
+        j += 1
+    first = skipped if skipped is not None else j  # else: the gap is at the end
+    if missing:
+        return {"reason": "missing_call", "call": first, "expected": gold[first].name,
+                "message": f"expected call {first} ({gold[first].name}) was not made; "
+                           "the other calls were made in order"}
+    return {"reason": "extra_call", "submitted": first, "got": calls[first].name,
+            "message": f"call {first} ({calls[first].name}) was not expected; "
+                       "the expected calls were made in order around it"}
+
+
+def _fits(item: Any, other: Any, item_is_call: bool) -> bool:
+    call, exp = (item, other) if item_is_call else (other, item)
+    return _call_mismatch(call, exp) is None
+
+
 def _judge_exact(gold: list[_Expected], calls: list[ToolCall]) -> dict[str, Any]:
     for i, (call, exp) in enumerate(zip(calls, gold, strict=False)):
         bad = _call_mismatch(call, exp)
@@ -337,6 +371,9 @@ def _judge_exact(gold: list[_Expected], calls: list[ToolCall]) -> dict[str, Any]
                         "expected": exp.name, "got": call.name,
                         "message": "the right calls in the wrong order; first differing "
                                    f"position {i}: {bad.message}"}
+            gap = _in_order_gap(gold, calls)
+            if gap is not None:  # one call left out (or one too many), the rest in order
+                return {**gap, "cause": bad.reason}
             return _details(bad, i, i)
     if len(calls) < len(gold):
         g = len(calls)

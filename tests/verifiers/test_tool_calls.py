@@ -147,6 +147,20 @@ def test_parallel_calls_in_any_order() -> None:
     assert judge([call("a", x=1), call("b", y=2), call("a", x=3)], gold, EXACT)[0] == 1.0
 
 
+def test_exact_order_names_a_left_out_or_inserted_call() -> None:
+    gold = [expect("a", x=[1]), expect("b", y=[2]), expect("c", z=[3])]
+    _, d = judge([call("a", x=1), call("c", z=3)], gold, EXACT)  # b left out
+    assert (d["reason"], d["call"], d["expected"], d["cause"]) == (
+        "missing_call", 1, "b", "wrong_name")
+    _, d = judge([call("a", x=1), call("d"), call("b", y=2), call("c", z=3)], gold, EXACT)
+    assert (d["reason"], d["submitted"], d["got"]) == ("extra_call", 1, "d")
+    _, d = judge([call("a", x=1), call("b", y=2)], gold, EXACT)  # the last one left out
+    assert (d["reason"], d["call"]) == ("missing_call", 2)
+    # one too few, and what was made does not fit in order: the first misfit is reported
+    _, d = judge([call("a", x=1), call("c", z=4)], gold, EXACT)
+    assert (d["reason"], d["call"]) == ("wrong_name", 1)
+
+
 def test_bipartite_matching_beats_greedy() -> None:
     # the first submitted call fits both expected calls; greedy pairs it with the first
     # expected call and then finds nothing for the second. A maximum matching finds 1.0.
