@@ -35,8 +35,8 @@ tokenizer): ``tokenizer.encode`` wraps the same call in ~50 microseconds of Pyth
 (argument checks, a batch of one, an encoding object), which a multi-turn rollout pays
 for every prompt and observation. The first text a renderer encodes is encoded both
 ways; if they differ, it keeps ``tokenizer.encode``. The drift check always uses
-``tokenizer.encode``, so it stays an independent render. Likewise, texts without tool
-schemas are rendered from the compiled template directly where that was checked to give
+``tokenizer.encode``, so it stays an independent render. Likewise, texts of plain data
+are rendered from the compiled template directly where that was checked to give
 ``apply_chat_template``'s text (:mod:`.template_text`); the drift check renders the
 public way.
 """
