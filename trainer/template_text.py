@@ -41,6 +41,7 @@ class TemplateText:
         self.tokenizer = tokenizer
         self._checked: dict[tuple[Any, ...], bool] = {}  # kind -> the direct text is the same
         self._compiled: dict[bool, Any] = {}  # with tools or not -> compiled, or False
+        self._source: Any = getattr(tokenizer, "chat_template", None)  # what they hold
         self._special: dict[str, Any] | None = None
 
     def reference(
@@ -62,6 +63,11 @@ class TemplateText:
         generation_prompt: bool,
     ) -> str:
         """The same text as :meth:`reference`, directly where that was checked."""
+        source = getattr(self.tokenizer, "chat_template", None)
+        if source is not self._source:  # the tokenizer was given another template
+            self._source = source
+            self._compiled.clear()
+            self._checked.clear()
         plain = not tools or all(_plain(t) for t in tools)
         kind = _kind(messages, bool(tools), generation_prompt) if plain else None
         same = self._checked.get(kind) if kind is not None else False

@@ -80,3 +80,14 @@ def test_a_template_out_of_reach_leaves_every_render_public(tokenizer):
     for _ in range(2):
         assert text.render(CONVERSATIONS[0], None, True) == text.reference(CONVERSATIONS[0], None, True)
     assert list(text._checked.values()) == [False]
+
+
+def test_a_template_changed_after_the_first_renders_is_the_one_used(tokenizer):
+    tok = copy.deepcopy(tokenizer)
+    text = TemplateText(tok)
+    for _ in range(2):
+        text.render(CONVERSATIONS[0], None, True)
+    tok.chat_template = tok.chat_template.replace("<|im_start|>", "<|im_start|>[new]")
+    for _ in range(2):
+        out = text.render(CONVERSATIONS[0], None, True)
+        assert out == text.reference(CONVERSATIONS[0], None, True) and "[new]" in out
