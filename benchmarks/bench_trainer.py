@@ -286,8 +286,9 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     # of the gap); both runs generate the same tokens
     out["engine_only_ratio"] = statistics.median(secs["single"]) / statistics.median(
         inside["multi_on"][1:])
-    out.update(_observation_estimate(model, round(statistics.mean(len(r.prompt_ids) for r in reqs)),
-                                  secs["single"], appended["multi_on"], pad))
+    out.update(_observation_estimate(
+        model, round(statistics.mean(len(r.prompt_ids) for r in reqs)), secs["single"],
+        appended["multi_on"], pad))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
     out["leaked"] = float(len(engines[True].caches))
     out["inline"] = float(len(backends["loop"].inline_envs))
@@ -297,7 +298,7 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
 
 
 def _observation_estimate(model: object, prompt: int, single_secs: list[float],
-                       appended: list[int], pad: int) -> dict[str, float]:
+                          appended: list[int], pad: int) -> dict[str, float]:
     """What the observations alone cost: about where the ratio would be if nothing else did.
 
     Single-turn generation is one prefill and 63 decode steps; a multi-turn run of the

@@ -2,9 +2,9 @@
 
 ``apply_chat_template`` rebuilds every message and tool schema as fresh plain data (so
 that the template's sandbox sees no object with methods), looks the template up and
-gathers the special tokens at each call: on the tiny test tokenizer about 75 of the
-~135 microseconds it takes to render an observation (2026-12-04), which a multi-turn
-rollout pays for every observation. Messages that are already plain data (exact
+gathers the special tokens at each call, which a multi-turn rollout pays for every
+prompt and observation (``benchmarks/bench_rollout_overhead.py`` times the rollout's work
+around the engine with and without this). Messages that are already plain data (exact
 ``str`` fields, JSON tool-call arguments) need none of it, so the compiled template is
 rendered with them directly, in the same sandboxed environment.
 
@@ -70,8 +70,10 @@ class TemplateText:
             self._checked.clear()
         plain = not tools or all(_plain(t) for t in tools)
         kind = _kind(messages, bool(tools), generation_prompt) if plain else None
-        same = self._checked.get(kind) if kind is not None else False
-        if kind is None or same is False:
+        if kind is None:
+            return self.reference(messages, tools, generation_prompt)
+        same = self._checked.get(kind)
+        if same is False:
             return self.reference(messages, tools, generation_prompt)
         direct = self._direct(messages, tools, generation_prompt)
         if same and direct is not None:

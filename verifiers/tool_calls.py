@@ -372,7 +372,7 @@ def _judge_exact(gold: list[_Expected], calls: list[ToolCall]) -> dict[str, Any]
                         "message": "the right calls in the wrong order; first differing "
                                    f"position {i}: {bad.message}"}
             gap = _in_order_gap(gold, calls)
-            if gap is not None:  # one call left out (or one too many), the rest in order
+            if gap is not None:  # calls left out (or extra ones), the rest in order
                 return {**gap, "cause": bad.reason}
             return _details(bad, i, i)
     if len(calls) < len(gold):

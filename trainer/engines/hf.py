@@ -111,7 +111,7 @@ class TransformersEngine:
         # (through a peft wrapper that is a chain of attribute forwards)
         self._mask_dtype = self.model.get_input_embeddings().weight.dtype
         was_training = bool(getattr(self.model, "training", False))
-        if was_training:  # eval() walks every module: ~1 ms a call on the tiny model
+        if was_training:  # eval() walks every module; a model in eval mode needs no walk
             self.model.eval()
         try:
             # no_grad, not inference_mode: measured side by side on the tiny model's decode
