@@ -17,8 +17,12 @@
    kinds with the engine's prebuilt attention masks off, then with its grouped-query
    attention off. ``--rollout-model smollm2`` runs the same comparison (without the
    single switches) on the demo's SmolLM2-135M, whose template renders no tool schemas,
-   so both sides' prompts are the bare system and user messages. The last line is
-   ``multi-turn / single-turn tokens/s: R×`` with the cache on, against generation.
+   so both sides' prompts are the bare system and user messages. After the rounds, the
+   ratio's ceiling on this machine: what multi-turn must add to single-turn's time (its
+   observations' prefills, its decode steps over longer contexts), timed as plain
+   forwards without the engine; what the engine and the work around it add on top. The
+   last line is ``multi-turn / single-turn tokens/s: R×`` with the cache on, against
+   generation.
 3. Time per demo step split into its parts: a GRPO step of ``examples/sql_demo.toml``
    (sql-v0 in-process, the demo's model, sampling, budgets and LoRA update): generation,
    environments and rendering, the old-logprob pass, the update, the weight sync.
@@ -54,6 +58,7 @@ from gymhub.trainer.rollout import Budgets, Trajectory, run_group_batch
 from gymhub.trainer.tiny import build_model, build_tokenizer, echo_lessons, teach
 
 B, P, C, REPEATS, ROUNDS = 8, 64, 64, 5, 15
+CEILING_ROUNDS = 7  # rounds of the ceiling's plain forwards (after one to warm up)
 EVAL_TASKS = 40  # held-out tasks the demo-step split also scores (greedy), for its time
 
 
@@ -286,7 +291,7 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     # of the gap); both runs generate the same tokens
     out["engine_only_ratio"] = statistics.median(secs["single"]) / statistics.median(
         inside["multi_on"][1:])
-    out.update(_observation_estimate(
+    out.update(_ceiling(
         model, round(statistics.mean(len(r.prompt_ids) for r in reqs)), secs["single"],
         appended["multi_on"], pad))
     out["drift"], out["drift_turns"] = float(drifted), float(turns)
@@ -297,43 +302,90 @@ def bench_rollouts(tok: object, model: object = None, rounds: int = ROUNDS,
     return out
 
 
-def _observation_estimate(model: object, prompt: int, single_secs: list[float],
-                          appended: list[int], pad: int) -> dict[str, float]:
-    """What the observations alone cost: about where the ratio would be if nothing else did.
+def _ceiling(model: object, prompt: int, single_secs: list[float], appended: list[int],
+             pad: int) -> dict[str, float]:
+    """What multi-turn must add to single-turn's time, as plain forwards: its ceiling.
 
-    Single-turn generation is one prefill and 63 decode steps; a multi-turn run of the
-    benchmark the same prefill, 60 decode steps and three observation prefills per episode
-    (each with the turn's last and closing tokens), after a cache of the episode so far.
-    Those three are timed here as plain forwards of that many tokens for the batch after a
-    cache of that length (no padding, no engine), a decode step as single-turn generation's
-    time over its 64 tokens (a little more than a step: it includes the prompt's prefill),
-    and the estimate is single-turn's time over that time less three steps plus the three
-    prefills. It leaves out every per-turn cost but the observations' own forward passes.
+    Single-turn generation is one prefill of the prompt, 63 decode steps (the last token
+    is sampled, not fed) and 64 draws. A multi-turn run of the benchmark has the same
+    prefill and draws, four calls of 15 decode steps over longer contexts, and per
+    episode three observation prefills (each turn's last sampled token, the closing token
+    and the observation) after the episode's cache. Those forwards are timed here for
+    the batch as the engine runs them (a cache with room for the call's columns, its
+    additive masks and grouped-query attention) but without the engine, the two sides
+    alternated round after round. Single-turn's measured time plus the median of the
+    rounds' differences (multi-turn's steps and prefills less single-turn's 63 steps) is
+    the least time a multi-turn run could take on this machine with no engine,
+    environment or rendering work at all; single-turn's time over that is the ceiling of
+    the ratio.
     """
+    from gymhub.trainer.engines.kv_room import reserve_room
+    from gymhub.trainer.engines.masks import additive_mask, prebuilt_masks_apply
     from gymhub.trainer.hf_compat import cache_keyword, cache_of, last_logits_keyword
 
     # a turn's prefill feeds its last sampled token, the closing token and the observation
     width = round(statistics.mean(appended) / 3) + 1 if appended else 1
-    ids = torch.full((B, width), pad + 1, dtype=torch.long)
-    kwargs = last_logits_keyword(model)
-    prefills = 0.0
-    with torch.no_grad():
-        for turn in (1, 2, 3):
-            ctx = prompt + turn * 16 + (turn - 1) * (width - 1)
-            head = torch.full((B, ctx), pad + 2, dtype=torch.long)
-            cache = cache_of(model(input_ids=head, use_cache=True, **kwargs))  # type: ignore[operator]
-            times = []
-            for _ in range(3):
-                fresh = copy.deepcopy(cache)  # the forward appends to the cache it is given
-                t = time.perf_counter()
-                model(input_ids=ids, use_cache=True, **{cache_keyword(model): fresh},  # type: ignore[operator]
-                      **kwargs)
-                times.append(time.perf_counter() - t)
-            prefills += statistics.median(times)
+    kwargs = {**last_logits_keyword(model), "use_cache": True}
+    dtype = model.get_input_embeddings().weight.dtype  # type: ignore[attr-defined]
+    prebuilt = prebuilt_masks_apply(model)
+    token = torch.full((B, 1), pad + 1, dtype=torch.long)
+
+    def call(cache: object, keys: int, feed: int, steps: int) -> tuple[float, float]:
+        """Seconds of a prefill of ``feed`` tokens after ``cache``, then of ``steps`` steps."""
+        attn = torch.ones((B, keys + feed + steps), dtype=torch.long)
+        # the steps' masks as the engine's StepMasks hands them: views of one buffer
+        steps_mask = torch.zeros((B, 1, 1, keys + feed + steps), dtype=dtype)
+        fresh = copy.deepcopy(cache)  # the forwards append to the cache they are given,
+        reserve_room(fresh, feed + steps)  # in place, as in the engine
+        kwargs[cache_keyword(model)] = fresh
+        t = time.perf_counter()
+        if feed:
+            model(input_ids=torch.full((B, feed), pad + 1, dtype=torch.long),  # type: ignore[operator]
+                  attention_mask=(additive_mask(attn[:, : keys + feed], feed, dtype) if prebuilt
+                                  else attn[:, : keys + feed]), **kwargs)
+        t1 = time.perf_counter()
+        for s in range(keys + feed + 1, keys + feed + steps + 1):
+            model(input_ids=token, attention_mask=(steps_mask[..., :s] if prebuilt  # type: ignore[operator]
+                                                   else attn[:, :s]), **kwargs)
+        kwargs.pop(cache_keyword(model))
+        return t1 - t, time.perf_counter() - t1
+
+    per_turn = 15 + width  # columns a turn adds to the cache: 15 decode steps, one prefill
+    rounds: list[tuple[float, float, float]] = []  # single's steps, multi's steps, prefills
+    with torch.no_grad(), _engine_attention(model):
+        caches = []  # the cache before each engine call of a multi-turn run
+        for turn in (0, 1, 2, 3):
+            ctx = prompt if turn == 0 else prompt + (turn - 1) * per_turn + 15
+            caches.append((cache_of(model(  # type: ignore[operator]
+                input_ids=torch.full((B, ctx), pad + 2, dtype=torch.long), **kwargs)), ctx))
+        # the two sides alternated, round after round, as in the rounds above
+        for _ in range(CEILING_ROUNDS + 1):
+            single_steps = call(*caches[0], 0, 63)[1]
+            multi = [call(cache, ctx, width if turn else 0, 15)
+                     for turn, (cache, ctx) in enumerate(caches)]
+            rounds.append((single_steps, sum(s for _, s in multi), sum(p for p, _ in multi)))
+    rounds = rounds[1:]  # the first warms up
     single = statistics.median(single_secs)
-    step = single / 64
+    extra = statistics.median(m + p - s for s, m, p in rounds)
+    prefills = statistics.median(p for _, _, p in rounds)
+    single_steps = statistics.median(s for s, _, _ in rounds)
+    floor = single + extra
     return {"obs_tokens": float(width), "obs_prefill_ms": 1000 * prefills / 3,
-            "step_ms": 1000 * step, "obs_estimate": single / (single - 3 * step + prefills)}
+            "step_ms": 1000 * single_steps / 63, "decode_extra_ms": 1000 * (extra - prefills),
+            "floor_ms": 1000 * floor, "single_ms": 1000 * single, "ceiling": single / floor}
+
+
+def _engine_attention(model: object) -> object:
+    """The attention the engine runs the model with (see ``trainer/engines/gqa.py``)."""
+    import contextlib
+
+    from gymhub.trainer.engines.hf import _plain_sdpa
+
+    if not _plain_sdpa(model):
+        return contextlib.nullcontext()
+    from gymhub.trainer.engines.gqa import engine_attention
+
+    return engine_attention(model)
 
 
 def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
@@ -527,11 +579,12 @@ def print_rollouts(r: dict[str, float], label: str) -> None:
           f"{r['multi_rollout_ratio']:.2f}x these")
     print(f"  cross-turn cache speed-up (on / off): {r['on_off_ratio']:.2f}x; the engine alone "
           f"(multi-turn's time inside it): {r['engine_only_ratio']:.2f}x single-turn")
-    print(f"  the observations alone: a plain forward of {B} x {r['obs_tokens']:.0f} tokens (a "
-          f"turn's observation) after the episode's cache {r['obs_prefill_ms']:.1f} ms, a "
-          "decode step ~"
-          f"{r['step_ms']:.2f} ms: with nothing else, multi-turn would reach about "
-          f"{r['obs_estimate']:.2f}x single-turn")
+    print(f"  what multi-turn must add, as plain forwards (the engine's masks and attention, no "
+          f"engine): each turn's observation, {B} x {r['obs_tokens']:.0f} tokens prefilled after "
+          f"the episode's cache, {r['obs_prefill_ms']:.1f} ms; 60 decode steps over the longer "
+          f"contexts instead of 63 (a step ~{r['step_ms']:.2f} ms), {r['decode_extra_ms']:+.1f} ms "
+          f"a run: with nothing else, multi-turn would take {r['floor_ms']:.1f} ms a run against "
+          f"single-turn's {r['single_ms']:.1f} ms, a ceiling of {r['ceiling']:.2f}x single-turn")
     for key, name in (("multi_on", "multi-turn rollout (cache on)"),
                       ("single_rollout", "single-turn rollout"),
                       ("multi_threads", "multi-turn, env calls in threads")):
@@ -540,6 +593,12 @@ def print_rollouts(r: dict[str, float], label: str) -> None:
         print(f"  {name:31s} per run: {r[key + '_engine_ms']:6.1f} ms inside the engine, "
               f"{r[key + '_outside_ms']:5.1f} ms outside it (environments, rendering, parsing, "
               "waiting for the lockstep batch)")
+    if "multi_on_engine_ms" in r:
+        engine, outside = r["multi_on_engine_ms"], r["multi_on_outside_ms"]
+        print(f"  left above that ceiling, per multi-turn run: {engine - r['floor_ms']:.1f} ms of "
+              "the engine's own per-turn work (building and keeping the batch caches, masks, each "
+              f"call's setup) and {outside:.1f} ms outside it; with the work outside the engine "
+              f"as it is, the ceiling is {r['single_ms'] / (r['floor_ms'] + outside):.2f}x")
     for switch, what in (("masks", "prebuilt attention masks"),
                          ("gqa", "grouped-query attention in prefills")):
         if f"single_{switch}_time" in r:
