@@ -44,6 +44,10 @@ __all__ = ["TextEnv", "VerifierCase"]
 #: Largest action (characters of content plus arguments) an environment accepts.
 MAX_ACTION_CHARS = 200_000
 
+#: How the answer to an action refused as invalid begins (the problem follows): such an
+#: action leaves nothing else in the transcript, and ``gymhub rescore`` recognises it by this.
+INVALID_ACTION_REPLY = "Invalid action: "
+
 
 class TextEnv(gymnasium.Env[list[Message], Message]):
     """A multi-turn text environment.
@@ -257,7 +261,7 @@ class TextEnv(gymnasium.Env[list[Message], Message]):
         message, problem = coerce_action(action)
         if message is None:
             result = StepResult(
-                [Message(role="user", content=f"Invalid action: {problem}")],
+                [Message(role="user", content=f"{INVALID_ACTION_REPLY}{problem}")],
                 0.0,
                 False,
                 False,

@@ -13,7 +13,9 @@ fixtures) is no longer the one the trajectory was played on, and re-scoring woul
 actions that never saw what they answered. Such a trajectory is reported as an error
 and keeps its old score. The answer to the *last* action is only compared in shape
 (roles and tool names): it is where environments announce the verdict ("Score: 1"),
-which is exactly what may change.
+which is exactly what may change. An action the environment refused as invalid (not an
+assistant message, or too large) left no message of its own, only the reply that it was
+invalid; it is replayed as an invalid action.
 
 With ``verifier``, each environment's verifier is replaced by that compiled spec
 (:meth:`~gymhub.envs.TextEnv.replace_verifier`) before replaying.
@@ -29,7 +31,7 @@ from typing import Any
 from gymhub.errors import GymhubError, TaskNotFound
 from gymhub.types import Message, Score
 
-from .core import TextEnv
+from .core import INVALID_ACTION_REPLY, TextEnv
 from .trajectories import TrajectoryRecord
 
 __all__ = ["RescoreReport", "Rescored", "rescore"]
@@ -162,37 +164,68 @@ def rescore(
 
 
 def _replay(env: TextEnv, record: TrajectoryRecord) -> Score | None:
-    """Play ``record``'s assistant actions on ``env`` and return the terminal score.
+    """Play ``record``'s actions on ``env`` and return the terminal score.
+
+    The transcript is walked as the environment answers: each action's answer is as many
+    recorded messages as the replay's answer has, so an answer of several messages, or
+    one that happens to read like an invalid action's reply, is never cut wrong. Where an
+    action is due and the recording holds the environment's reply to an invalid action
+    (see :func:`_invalid_reply`), the agent sent something the environment refused (not
+    an assistant message, or too large), which left no message of its own: an invalid
+    action is replayed in its place, and the reply compared as a reply to one (the
+    problem's wording was the action's).
 
     Raises:
         _Diverged: the environment answered differently from the recording, has no
             such task, or the episode did not end where it ended then.
     """
-    opening, steps = _split(record.messages)
-    if not steps:
-        raise _Diverged("the trajectory has no assistant action to replay")
+    messages = record.messages
     try:
         observation, info = env.reset(seed=record.seed, options={"task_id": record.task_id})
     except TaskNotFound as exc:
         raise _Diverged(str(exc)) from exc
-    if observation != opening:
-        where = _first_difference(observation, opening)
+    pos = len(observation)
+    if messages[:pos] != observation:
+        where = _first_difference(observation, messages[:pos])
         raise _Diverged(f"the opening messages differ: {where}")
+    if pos >= len(messages):
+        raise _Diverged("the trajectory has no action to replay")
     terminated = truncated = False
-    for i, (action, expected) in enumerate(steps, start=1):
-        if terminated or truncated:
-            raise _Diverged(f"the episode ended after action {i - 1} of {len(steps)}")
+    actions = 0
+    while pos < len(messages):
+        action: Message | None
+        if messages[pos].role == "assistant":
+            action = messages[pos]
+            pos += 1
+        elif _invalid_reply(messages[pos]):
+            action = None  # not a message: the environment refuses it as an invalid action
+        else:
+            raise _Diverged(f"message {pos} answers no action: {_clip(messages[pos])}")
+        actions += 1
         observation, _, terminated, truncated, info = env.step(action)
-        last = i == len(steps)
-        if not last and observation != expected:
+        end = pos + len(observation)
+        if terminated or truncated:
+            # the last answer is compared in shape only: it announces the verdict
+            rest = messages[pos:]
+            if any(m.role == "assistant" for m in rest):
+                raise _Diverged(f"the episode ended after action {actions}; the recording goes "
+                                "on")
+            if _shape(observation) != _shape(rest):
+                raise _Diverged(f"the answer to the last action has another shape: "
+                                f"{_shape(observation)} instead of {_shape(rest)}")
+            break
+        if end >= len(messages):
+            env.end_episode()
+            raise _Diverged(f"the episode did not end after the last recorded action ({actions})")
+        expected = messages[pos:end]
+        if action is None:
+            same = all(_invalid_reply(m) for m in (*observation, *expected))
+        else:
+            same = observation == expected
+        if not same:
             where = _first_difference(observation, expected)
-            raise _Diverged(f"the answer to action {i} differs: {where}")
-        if last and _shape(observation) != _shape(expected):
-            raise _Diverged(f"the answer to the last action has another shape: "
-                                 f"{_shape(observation)} instead of {_shape(expected)}")
-    if not (terminated or truncated):
-        env.end_episode()
-        raise _Diverged(f"the episode did not end after the last recorded action ({i})")
+            raise _Diverged(f"the answer to action {actions} differs: {where}")
+        pos = end
     if (terminated, truncated) != (record.terminated, record.truncated):
         how = "terminated" if terminated else "truncated"
         raise _Diverged(f"the episode was {how}, unlike the recording")
@@ -200,25 +233,13 @@ def _replay(env: TextEnv, record: TrajectoryRecord) -> Score | None:
     return score if isinstance(score, Score) else None
 
 
+def _invalid_reply(message: Message) -> bool:
+    """``TextEnv.step``'s answer to an action it refused as invalid."""
+    return message.role == "user" and message.content.startswith(INVALID_ACTION_REPLY)
+
+
 def _failure(rec: TrajectoryRecord, error: str) -> dict[str, Any]:
     return {"line": rec.line, "env": rec.env, "task_id": rec.task_id, "error": error}
-
-
-_Step = tuple[Message, list[Message]]
-
-
-def _split(messages: Sequence[Message]) -> tuple[list[Message], list[_Step]]:
-    """The opening messages, then each assistant action with the messages that answered it."""
-    opening: list[Message] = []
-    steps: list[_Step] = []
-    for m in messages:
-        if m.role == "assistant":
-            steps.append((m, []))
-        elif steps:
-            steps[-1][1].append(m)
-        else:
-            opening.append(m)
-    return opening, steps
 
 
 def _shape(messages: Sequence[Message]) -> list[tuple[str, str | None]]:

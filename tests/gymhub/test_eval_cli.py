@@ -174,3 +174,52 @@ def test_code_env_policies_and_rescore(capsys, tmp_path):
     assert code == 0 and result["mean_score"] == 1.0
     code, report, _ = run_json(capsys, "rescore", str(traj))
     assert code == 0 and report["changed"] == 0 and report["errors"] == 0
+
+
+def _scripted_echo(actions, task_index=0):
+    """An echo-v0 episode (4 turns at most) played with ``actions``, as a record."""
+    env = make("echo-v0", n_tasks=5)
+    moves = iter(actions)
+    out = run_episode(env, lambda *_: next(moves), task_id=env.tasks[task_index].id, seed=0)
+    return TrajectoryRecord.from_outcome(out, env="echo-v0", env_kwargs={"n_tasks": 5},
+                                         policy="scripted", seed=0)
+
+
+LOOK = Message("assistant", "", (ToolCall("a", "look", {}),))
+
+
+def test_invalid_actions_are_replayed_as_invalid_actions(capsys, tmp_path):
+    submit = Message("assistant", "", (ToolCall("b", "submit", {"answer": "apple-0"}),))
+    records = [
+        # not messages at all: they leave only the environment's reply in the transcript
+        _scripted_echo([{"role": "assistant", "content": 7}, LOOK, submit]),
+        _scripted_echo([LOOK, None, submit]),
+        # a message with another role, and one too large
+        _scripted_echo([Message("user", "hi"), Message("assistant", "x" * 200_001), submit]),
+        # the last action invalid: the turn budget ends the episode on it
+        _scripted_echo([LOOK, 42, LOOK, 42]),
+    ]
+    assert [r.score.value for r in records] == [1.0, 1.0, 1.0, 0.0]
+    assert all(any(m.content.startswith("Invalid action: ") for m in r.messages)
+               for r in records)
+    assert records[-1].truncated and records[-1].turns == 4
+    path = tmp_path / "t.jsonl"
+    _write(path, records)
+    code, report, _ = run_json(capsys, "rescore", str(path))
+    assert code == 0, report
+    assert report["rescored"] == 4 and report["errors"] == 0 and report["unchanged"] == 4
+
+
+def test_a_message_that_answers_no_action_is_a_divergence(capsys, tmp_path):
+    stray, early_end = _echo_record(), _echo_record()
+    look_answer = next(i for i, m in enumerate(stray.messages) if m.role == "tool")
+    stray.messages.insert(look_answer + 1, Message("user", "are you there?"))
+    # the replay ends on the submit; the recording goes on with another action
+    early_end.messages.append(LOOK)
+    path = tmp_path / "t.jsonl"
+    _write(path, [stray, early_end])
+    code, report, _ = run_json(capsys, "rescore", str(path))
+    assert code == 1 and report["errors"] == 2
+    first, second = report["failures"]
+    assert "message 4 answers no action" in first["error"] and "are you there?" in first["error"]
+    assert "the episode ended after action 2; the recording goes on" in second["error"]
