@@ -239,6 +239,22 @@ def live_hub(tmp_path_factory):
         hub.kill()
 
 
+def _arrives(browser, where):
+    """Wait until the browser's address satisfies ``where``.
+
+    A form's submit or a link's click returns before the next page has loaded, so the
+    address read at once may still be the last page's (seen: a search that had not left
+    the front page).
+    """
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        WebDriverWait(browser, 30).until(lambda driver: where(driver.current_url))
+    except TimeoutException:
+        pytest.fail(f"the browser stayed at {browser.current_url}")
+
+
 def test_a_person_finds_and_reads_an_environment(browser, live_hub, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -247,9 +263,9 @@ def test_a_person_finds_and_reads_an_environment(browser, live_hub, tmp_path):
     box = browser.find_element(By.NAME, "q")
     box.send_keys("ladder")
     box.submit()
-    assert "/search?q=ladder" in browser.current_url
+    _arrives(browser, lambda url: "/search?q=ladder" in url)
     browser.find_element(By.LINK_TEXT, "alice/word-ladder").click()
-    assert browser.current_url == hub.url + "/alice/word-ladder"
+    _arrives(browser, lambda url: url == hub.url + "/alice/word-ladder")
     title = browser.find_element(By.ID, "title").text
     assert title.startswith("alice/word-ladder")
     assert browser.find_element(By.ID, "current-sha").text == sha
@@ -276,4 +292,4 @@ def test_browser_shows_the_404_with_a_suggestion(browser, live_hub):
     browser.get(hub.url + "/alice/word-laddr")
     assert "Not found" in browser.find_element(By.TAG_NAME, "h1").text
     browser.find_element(By.LINK_TEXT, "alice/word-ladder").click()
-    assert browser.current_url == hub.url + "/alice/word-ladder"
+    _arrives(browser, lambda url: url == hub.url + "/alice/word-ladder")
