@@ -326,6 +326,7 @@ def _ceiling(model: object, prompt: int, single_secs: list[float], appended: lis
     # a turn's prefill feeds its last sampled token, the closing token and the observation
     width = round(statistics.mean(appended) / 3) + 1 if appended else 1
     kwargs = {**last_logits_keyword(model), "use_cache": True}
+    cache_kw = cache_keyword(model)
     dtype = model.get_input_embeddings().weight.dtype  # type: ignore[attr-defined]
     prebuilt = prebuilt_masks_apply(model)
     token = torch.full((B, 1), pad + 1, dtype=torch.long)
@@ -337,17 +338,16 @@ def _ceiling(model: object, prompt: int, single_secs: list[float], appended: lis
         steps_mask = torch.zeros((B, 1, 1, keys + feed + steps), dtype=dtype)
         fresh = copy.deepcopy(cache)  # the forwards append to the cache they are given,
         reserve_room(fresh, feed + steps)  # in place, as in the engine
-        kwargs[cache_keyword(model)] = fresh
+        run = {**kwargs, cache_kw: fresh}
         t = time.perf_counter()
         if feed:
             model(input_ids=torch.full((B, feed), pad + 1, dtype=torch.long),  # type: ignore[operator]
                   attention_mask=(additive_mask(attn[:, : keys + feed], feed, dtype) if prebuilt
-                                  else attn[:, : keys + feed]), **kwargs)
+                                  else attn[:, : keys + feed]), **run)
         t1 = time.perf_counter()
         for s in range(keys + feed + 1, keys + feed + steps + 1):
             model(input_ids=token, attention_mask=(steps_mask[..., :s] if prebuilt  # type: ignore[operator]
-                                                   else attn[:, :s]), **kwargs)
-        kwargs.pop(cache_keyword(model))
+                                                   else attn[:, :s]), **run)
         return t1 - t, time.perf_counter() - t1
 
     per_turn = 15 + width  # columns a turn adds to the cache: 15 decode steps, one prefill
@@ -377,15 +377,7 @@ def _ceiling(model: object, prompt: int, single_secs: list[float], appended: lis
 
 def _engine_attention(model: object) -> object:
     """The attention the engine runs the model with (see ``trainer/engines/gqa.py``)."""
-    import contextlib
-
-    from gymhub.trainer.engines.hf import _plain_sdpa
-
-    if not _plain_sdpa(model):
-        return contextlib.nullcontext()
-    from gymhub.trainer.engines.gqa import engine_attention
-
-    return engine_attention(model)
+    return TransformersEngine(model)._attention()
 
 
 def demo_model(choice: str, tmp: str) -> tuple[str | None, str]:
