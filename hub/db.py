@@ -38,6 +38,7 @@ __all__ = [
     "CHECK_STATUSES",
     "SCOPES",
     "Base",
+    "CheckJob",
     "CheckResult",
     "HubDB",
     "LedgerEntry",
@@ -162,6 +163,8 @@ class Version(Base):
     uploaded_by: Mapped[str | None] = mapped_column(sa.String(32))  # token id; audit only
     yanked_at: Mapped[datetime | None]
     yank_reason: Mapped[str | None] = mapped_column(sa.Text)
+    #: The README as sanitised HTML, rendered once at publish time (never on a request).
+    readme_html: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class LedgerEntry(Base):
@@ -199,6 +202,26 @@ class CheckResult(Base):
     status: Mapped[str] = mapped_column(sa.String(16))
     details: Mapped[dict[str, Any]]
     checked_at: Mapped[datetime]
+
+
+class CheckJob(Base):
+    """A version waiting for (or under) the hub's check: the queue survives restarts.
+
+    One row per version at most; a worker claims a row (``claimed_at``/``claimed_by``),
+    records the result and deletes it. A claim older than the check's deadline is taken
+    to be a dead worker's and is claimed again. ``owner_id`` lets workers serve owners
+    round-robin, so one publisher's burst cannot starve the rest.
+    """
+
+    __tablename__ = "check_jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    version_id: Mapped[int] = mapped_column(sa.ForeignKey("versions.id"), unique=True)
+    owner_id: Mapped[int] = mapped_column(sa.ForeignKey("owners.id"), index=True)
+    enqueued_at: Mapped[datetime]
+    claimed_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(sa.String(64))
+    attempts: Mapped[int] = mapped_column(default=0)
 
 
 def default_db_url() -> str:

@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 __all__ = ["HEAD", "current", "downgrade", "upgrade"]
 
 #: The newest revision this code knows.
-HEAD = "0001"
+HEAD = "0002"
 _LOCK_KEY = 0x67796D68  # "gymh": the advisory lock migrations take on PostgreSQL
 
 
