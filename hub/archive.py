@@ -20,11 +20,20 @@ module checks what makes it a *hub* wheel:
   ``py3-none-any``), ``METADATA`` whose Name and Version are the file name's, and a
   ``RECORD`` that lists every member exactly once with the sha256 and size the hub
   measured while streaming (PyPI refuses wheels whose RECORD lies since 2026-02).
-* **The namespace**: every ``gymhub.envs`` entry point is ``OWNER/NAME-vN`` of the
-  uploader and of this package's name, and points at a module inside the wheel; no
-  top-level module may shadow ``gymhub`` or the standard library; dependencies are
-  names with version ranges, never URLs (a URL dependency installs whatever it points
-  at on the day).
+* **One namespace per package**: a wheel installs its ``.dist-info`` directory and its
+  own import package ``gymhub_env_<n>_<owner>_<name>`` (a package directory or a
+  single module of that name), and nothing else. Every member's place in
+  site-packages (``.data/purelib`` and ``platlib`` included) is compared with that name
+  after case folding and NFC normalisation; any other top-level name is refused,
+  naming the member. A denylist (``sitecustomize``, ``requests``, the standard library)
+  can never be complete; an allowlist of one name is. Every ``gymhub.envs`` entry
+  point is ``OWNER/NAME-vN`` of the uploader and of this package's name, and points at
+  a module inside that package; dependencies are names with version ranges, never URLs
+  (a URL dependency installs whatever it points at on the day).
+
+``gymhub install`` runs :func:`validate_wheel` again on the downloaded bytes before pip
+sees them: a compromised or malicious hub must not be able to serve what an honest
+one refuses.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import hashlib
 import io
 import os
 import re
-import sys
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +68,7 @@ from .records import WheelDescription
 from .zipcheck import ArchiveLimits, Member, scan_zip
 
 __all__ = ["ENTRY_POINT_GROUP", "ArchiveLimits", "WheelFile", "WheelInfo", "WheelMetadata",
-           "validate_wheel"]
+           "module_name", "validate_wheel"]
 
 ENTRY_POINT_GROUP = "gymhub.envs"
 _FILENAME_RE = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)(?:-(?P<build>[^-]+))?"
@@ -71,7 +80,6 @@ _ENTRY_VALUE_RE = re.compile(r"(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)"
                              r":(?P<attr>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\s*(?:\[[^\]]*\])?")
 _BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".pyc", ".pyo", ".exe")
 _RECORD_UNLISTED = ("RECORD", "RECORD.jws", "RECORD.p7s")
-_FORBIDDEN_TOP = frozenset({"gymhub"}) | frozenset(sys.stdlib_module_names)
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,9 @@ class WheelInfo:
         metadata: a summary of ``METADATA``.
         readme: the long description, or ``None``.
         files: every regular member with its true size and sha256, in archive order.
-        top_level: the top-level names it installs into site-packages, sorted.
+        top_level: the top-level names it installs into site-packages: the package's
+            own import name only (``gymhub_env_<n>_<owner>_<name>``, or that plus
+            ``.py`` for a single-module package).
     """
 
     filename: str
@@ -199,7 +209,7 @@ def validate_wheel(data: bytes | str | os.PathLike[str], *, owner: str,
     meta, readme = _check_metadata(_text(kept, f"{dist_info}/METADATA"), dist, version,
                                    owner, f"{dist_info}/METADATA")
     _check_record(_text(kept, f"{dist_info}/RECORD"), members, dist_info)
-    top_level = _top_level(members, dist_info)
+    top_level = _top_level(members, dist_info, escaped)
     groups = _entry_points(kept.get(f"{dist_info}/entry_points.txt"), limits,
                            f"{dist_info}/entry_points.txt")
     env_ids = _check_env_entry_points(groups.get(ENTRY_POINT_GROUP, {}), owner, env_name,
@@ -385,18 +395,38 @@ def _site_path(name: str, dist_info: str) -> str | None:
     return name
 
 
-def _top_level(members: tuple[Member, ...], dist_info: str) -> tuple[str, ...]:
+def _fold(name: str) -> str:
+    """The form a case-insensitive, normalising file system or importer compares."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def module_name(dist: str) -> str:
+    """The one import name a hub distribution may install (``gymhub_env_5_alice_wordle``)."""
+    return normalize(dist).replace("-", "_")
+
+
+def _top_level(members: tuple[Member, ...], dist_info: str, module: str) -> tuple[str, ...]:
+    allowed = {_fold(module), _fold(f"{module}.py")}
     tops = set()
     for m in members:
         site = _site_path(m.name, dist_info)
-        if not site:
+        if site is None:
             continue
         top, _, below = site.rstrip("/").partition("/")
-        module = top.removesuffix(".py") if not below and not m.is_dir else top
-        if module in _FORBIDDEN_TOP:
-            raise NamespaceViolation(f"installs the top-level {module!r}, which belongs to "
-                                     "gymhub or the standard library", m.name)
+        if not top:  # the .data/<scheme>/ directory entry itself
+            continue
+        is_module_file = not below and not m.is_dir
+        if top not in (module, f"{module}.py") or (top == module and is_module_file) \
+                or (top == f"{module}.py" and not is_module_file):
+            near = " (a look-alike of it)" if _fold(top) in allowed else ""
+            raise NamespaceViolation(
+                f"installs the top-level name {top!r}{near}; a hub package may install only "
+                f"its own package {module!r} (or module {module}.py) and its .dist-info "
+                "directory", m.name)
         tops.add(top)
+        if len(tops) > 1:  # a package and a module of one name: two readers, two imports
+            raise NamespaceViolation(f"installs both {module!r} and {module}.py; a package is "
+                                     "one directory or one module", m.name)
     return tuple(sorted(tops))
 
 

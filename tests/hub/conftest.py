@@ -70,7 +70,7 @@ class WheelSpec:
 
     @property
     def module(self) -> str:
-        return f"{self.owner}_{self.name}".replace("-", "_")
+        return self.dist.replace("-", "_")
 
     @property
     def dist_info(self) -> str:

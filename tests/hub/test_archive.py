@@ -24,7 +24,7 @@ from gymhub.errors import (
 )
 from gymhub.hub.archive import ArchiveLimits, validate_wheel
 
-MOD = "alice_wordle"
+MOD = "gymhub_env_5_alice_wordle"
 
 
 def check(spec, owner="alice", **kw):
@@ -292,11 +292,54 @@ def test_entry_point_module_outside_the_wheel_is_refused(spec):
     refused(NamespaceViolation, spec, match="not in this wheel")
 
 
-def test_top_level_package_shadowing_gymhub_or_the_stdlib_is_refused(spec):
-    spec.extra = [("gymhub/__init__.py", b"")]
-    refused(NamespaceViolation, spec, match="'gymhub'")
-    spec.extra = [("json.py", b"")]
-    refused(NamespaceViolation, spec, match="'json'")
+DI = "gymhub_env_5_alice_wordle-0.1.0"
+
+
+@pytest.mark.parametrize("member", [
+    "sitecustomize.py",                          # runs in every Python process of the venv
+    "usercustomize.py",
+    "requests/__init__.py",                      # shadows a PyPI package
+    "gymhub/__init__.py",                        # shadows gymhub itself
+    "Gymhub/__init__.py",                        # ... on a case-insensitive file system
+    "json.py",                                   # shadows the standard library
+    "alice_wordle/__init__.py",                  # another spelling of the owner's names
+    "Gymhub_Env_5_Alice_Wordle/other.py",        # the own package, folded
+    "gymhub_env_5_alice_wordlé/__init__.py",     # NFC/accent look-alike
+    f"{DI}.data/purelib/requests/__init__.py",   # purelib holding another name
+    f"{DI}.data/platlib/sitecustomize.py",
+    f"{DI}.data/purelib/gymhub/__init__.py",
+    "_virtualenv.py",
+    "top_level.txt",
+])
+def test_only_the_packages_own_namespace_may_be_installed(spec, member):
+    spec.extra = [(member, b"import os\n")]
+    exc = refused(NamespaceViolation, spec, match="may install only its own package")
+    assert exc.member == member
+
+
+def test_a_package_and_a_module_of_the_own_name_together_are_refused(spec):
+    spec.extra = [(f"{MOD}.py", b"X = 1\n")]
+    refused(NamespaceViolation, spec, match="both")
+
+
+def test_the_own_package_under_purelib_is_accepted(spec):
+    spec.extra = [(f"{DI}.data/purelib/{MOD}/extra.py", b"X = 1\n")]
+    assert check(spec).top_level == (MOD,)
+
+
+def test_a_single_module_package_is_accepted(spec):
+    spec.files = {f"{MOD}.py": b"class WordleEnv:\n    pass\n"}
+    spec.entry_points = f"[gymhub.envs]\nalice/wordle-v0 = {MOD}:WordleEnv\n"
+    assert check(spec).top_level == (f"{MOD}.py",)
+
+
+@pytest.mark.parametrize("member", [
+    f"{DI}.data/scripts/pip", f"{DI}.data/headers/x.h", f"{DI}.data/data/bin/python",
+    f"{MOD}/evil.pth",
+])
+def test_data_schemes_and_pth_files_that_install_outside_are_refused(spec, member):
+    spec.extra = [(member, b"import os\n")]
+    refused(UnsafeMember, spec)
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
