@@ -8,14 +8,20 @@ yanked or unchecked version slips in by range. So this installs by digest instea
    an exact pin may take one, with a warning); an unknown name gets suggestions, never a
    near name;
 2. fetch the hub's signing key and pin it in the lock on first use; a different key later
-   is refused unless ``--trust``;
+   is refused unless ``--accept-new-key`` (a key change is a question about the hub, not
+   about one package, so ``--trust`` does not answer it);
 3. verify the check attestation offline against the pinned key and match its statement to
    the very file chosen; a failed or missing check is refused unless ``--trust`` (or the
-   lock already trusts this sha256);
-4. download ``/files/{sha256}/{filename}``, hash what arrived, and install that file with
-   ``pip --isolated --no-index --no-deps``: no index is consulted for the hub package, so
-   no other index can serve a "higher" version of it; its ordinary dependencies then come
-   from the user's normal index in a separate pip call (hub packages never do);
+   lock already trusts this sha256). An attestation older (``checked_at``) than one the
+   lock already recorded for the same digest is refused: a replayed "passed" cannot
+   hide a newer "failed";
+4. download ``/files/{sha256}/{filename}``, hash what arrived, validate the wheel with
+   the hub's own :func:`~gymhub.hub.archive.validate_wheel` (its own namespace only, no
+   ``.pth``, no scripts: a compromised hub must not serve what an honest one refuses),
+   and install that file with ``pip --isolated --no-index --no-deps``: no index is
+   consulted for the hub package, so no other index can serve a "higher" version of it;
+   its ordinary dependencies then come from the user's normal index in a separate pip
+   call (hub packages never do);
 5. record the install in ``gymhub.lock``.
 """
 
@@ -43,15 +49,15 @@ from gymhub.errors import (
     SignatureInvalid,
     UntrustedPackage,
 )
+from gymhub.hub.archive import validate_wheel
 from gymhub.hub.client import HubClient
 from gymhub.hub.lock import Lock, now_iso
 from gymhub.hub.names import DIST_PREFIX, not_found_message
 from gymhub.hub.records import VersionInfo, pick_version
-from gymhub.hub.signing import key_id, verify_statement
+from gymhub.hub.signing import STATEMENT_TYPE, key_id, verify_statement
 
-__all__ = ["STATEMENT_TYPE", "install", "install_locked"]
+__all__ = ["install", "install_locked"]
 
-STATEMENT_TYPE = "gymhub.check/v1"
 _MATCHED = ("owner", "name", "version", "filename", "sha256")
 
 Say = Callable[[str], None]
@@ -85,38 +91,49 @@ class _Row:
         self.version, self.yanked = version, yanked
 
 
-def _hub_key(client: HubClient, lock: Lock, trust: bool, say: Say) -> dict[str, Any] | None:
+def _hub_key(client: HubClient, lock: Lock, accept_new_key: bool,
+             say: Say) -> dict[str, Any] | None:
     """The key to verify with: the pinned one, pinning it on first use."""
     served = client.hub_key()
     if served is None:
-        return lock.pinned_key(client.url)
+        known = lock.pinned_key(client.url)
+        return known if known is not None and "key_id" in known else None
     raw = base64.b64decode(str(served.get("public_key", "")))
     kid = key_id(raw)
     if served.get("algorithm") != "ed25519" or len(raw) != 32 or served.get("key_id") != kid:
         raise SignatureInvalid(f"the hub at {client.url} serves a malformed signing key")
     pinned = lock.pinned_key(client.url)
-    if pinned is None:
+    if pinned is None or "key_id" not in pinned:
         say(f"pinned the signing key {kid} of {client.url} in {lock.path} "
             "(trust on first use)")
     elif pinned["key_id"] != kid:
-        if not trust:
+        if not accept_new_key:
             raise KeyMismatch(
                 f"the hub at {client.url} now signs with key {kid}, not the key "
-                f"{pinned['key_id']} pinned in {lock.path}; if the hub rotated its key, "
-                "re-run with --trust to pin the new one")
-        say(f"warning: re-pinned {client.url} from key {pinned['key_id']} to {kid} (--trust)")
+                f"{pinned['key_id']} pinned in {lock.path}; if the hub's operator confirms "
+                "the key was rotated, re-run with --accept-new-key to pin the new one "
+                "(--trust does not do this)")
+        say(f"warning: re-pinned {client.url} from key {pinned['key_id']} to {kid} "
+            "(--accept-new-key)")
     else:
         return pinned
+    seen = (pinned or {}).get("seen_checks")
     lock.pin_key(client.url, kid, str(served["public_key"]))
+    if seen is not None:
+        _seen_checks(lock, client.url).update(seen)
     return lock.pinned_key(client.url)
 
 
-def _check_status(client: HubClient, key: dict[str, Any] | None,
-                  row: dict[str, Any]) -> str:
-    """The signed check status of exactly this file: passed, failed, or unchecked."""
+def _check_status(client: HubClient, key: dict[str, Any] | None, row: dict[str, Any],
+                  seen: str | None) -> tuple[str, str | None]:
+    """The signed check status of exactly this file, and the check's ``checked_at``.
+
+    ``seen``: the newest ``checked_at`` the lock recorded for this digest; an older
+    attestation is a replay and is refused.
+    """
     att = client.attestation(row["owner"], row["name"], row["version"])
     if att is None or key is None:
-        return "unchecked"
+        return "unchecked", None
     statement = att.get("statement")
     refusal = (f"the check attestation of {row['id']} {row['version']} does not verify under "
                f"the pinned key {key['key_id']}: refusing it (--trust does not override this)")
@@ -131,7 +148,26 @@ def _check_status(client: HubClient, key: dict[str, Any] | None,
         raise AttestationMismatch(
             f"the signed check of {row['id']} {row['version']} is about other "
             f"{', '.join(wrong) or 'statement type'}: refusing it")
-    return str(statement.get("status", "unchecked"))
+    checked_at = str(statement.get("checked_at", ""))
+    if seen is not None and checked_at < seen:  # both iso_z: the strings order as times
+        raise AttestationMismatch(
+            f"the hub's check of {row['id']} {row['version']} is dated {checked_at}, older "
+            f"than the check of {seen} recorded in the lock for the same sha256: a replayed "
+            "attestation cannot stand for the newer result; refusing it")
+    return str(statement.get("status", "unchecked")), checked_at
+
+
+def _seen_checks(lock: Lock, hub: str) -> dict[str, str]:
+    """The newest ``checked_at`` seen per sha256 on ``hub``, kept in the hub's lock entry.
+
+    Kept across key rotations and across refused installs: a "failed" seen once must
+    not be hidden later by replaying the older "passed" of the same bytes.
+    """
+    entry = lock.hubs.setdefault(hub.rstrip("/"), {})
+    seen = entry.get("seen_checks")
+    if not isinstance(seen, dict):
+        seen = entry["seen_checks"] = {}
+    return seen
 
 
 def _pip(args: list[str], what: str) -> None:
@@ -172,14 +208,16 @@ def _requirements(wheel: Path, target: Path | None) -> list[str]:
 
 
 def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
-            target: str | Path | None = None, lock_path: str | Path = "gymhub.lock",
-            expect_sha256: str | None = None, say: Say = _say) -> dict[str, Any]:
+            accept_new_key: bool = False, target: str | Path | None = None,
+            lock_path: str | Path = "gymhub.lock", expect_sha256: str | None = None,
+            say: Say = _say) -> dict[str, Any]:
     """Install one hub environment by digest and record it in the lock.
 
     Args:
         ref: ``(owner, name, version or None)``.
         hub: the hub's base URL; it is the only place the package comes from.
-        trust: install even if the check failed or is missing, or the hub's key changed.
+        trust: install even if the check failed or is missing.
+        accept_new_key: pin the hub's signing key even though the lock pinned another.
         target: a directory for ``pip --target`` (default: the current environment).
         lock_path: the lock file to read and update.
         expect_sha256: the digest a re-install from the lock must get.
@@ -192,6 +230,8 @@ def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
         PackageNotFound, VersionNotFound: nothing to install (with suggestions).
         KeyMismatch, SignatureInvalid, AttestationMismatch, UntrustedPackage: refused.
         DigestMismatch: the bytes are not the ones the hub (or the lock) names.
+        InvalidArchive: the downloaded wheel breaks a rule of the hub's archive checker
+            (another top-level name, a ``.pth``, scripts...): nothing is installed.
     """
     owner, name, version = ref
     lock = Lock.load(lock_path)
@@ -207,11 +247,15 @@ def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
                 and locked["sha256"] != row["sha256"]):
             raise DigestMismatch(f"{pid} {row['version']} was sha256 {locked['sha256']} "
                                  f"when locked; the hub now serves {row['sha256']}")
-        key = _hub_key(client, lock, trust, say)
-        status = _check_status(client, key, row)
+        key = _hub_key(client, lock, accept_new_key, say)
+        seen = _seen_checks(lock, client.url)
+        status, checked_at = _check_status(client, key, row, seen.get(row["sha256"]))
+        if checked_at is not None:
+            seen[row["sha256"]] = max(checked_at, seen.get(row["sha256"], ""))
         trusted_before = (locked is not None and locked["sha256"] == row["sha256"]
                           and bool(locked.get("trusted")))
         if status != "passed" and not (trust or trusted_before):
+            lock.save()  # remember the newest check seen, so an older one cannot replace it
             why = "failed its check" if status == "failed" else "has no signed check"
             raise UntrustedPackage(f"{pid} {row['version']} (sha256 {row['sha256']}) {why} "
                                    "on the hub; install it anyway with --trust")
@@ -224,6 +268,7 @@ def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
             if got != row["sha256"]:
                 raise DigestMismatch(f"downloaded {wheel.name} hashes to {got}, not the "
                                      f"sha256 {row['sha256']} the hub lists: refusing it")
+            validate_wheel(wheel, owner=owner)
             where = ["--target", str(tgt), "--upgrade"] if tgt else []
             _pip(["install", "--isolated", "--no-index", "--no-deps", "--force-reinstall",
                   "--disable-pip-version-check", *where, str(wheel)], wheel.name)
@@ -235,7 +280,7 @@ def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
              "name": name, "version": row["version"], "sha256": row["sha256"],
              "filename": row["filename"], "env_ids": list(row.get("env_ids", [])),
              "installed_at": now_iso(), "trusted": status != "passed",
-             "check": status}
+             "check": status, "checked_at": checked_at}
     lock.record(entry)
     lock.save()
     say(f"installed {pid} {row['version']} sha256 {row['sha256']} (check {status})")
@@ -243,7 +288,8 @@ def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
 
 
 def install_locked(*, target: str | Path | None = None, lock_path: str | Path = "gymhub.lock",
-                   trust: bool = False, say: Say = _say) -> list[dict[str, Any]]:
+                   trust: bool = False, accept_new_key: bool = False,
+                   say: Say = _say) -> list[dict[str, Any]]:
     """Re-install every package in the lock: same hub, same version, same sha256.
 
     The lock's own ``trusted`` flags stand, so a package trusted once is not asked again,
@@ -253,5 +299,5 @@ def install_locked(*, target: str | Path | None = None, lock_path: str | Path = 
     if not lock.packages:
         raise ConfigError(f"{lock.path} lists nothing to install")
     return [install((e["owner"], e["name"], e["version"]), e["hub"], trust=trust,
-                    target=target, lock_path=lock_path, expect_sha256=e["sha256"], say=say)
+                    accept_new_key=accept_new_key, target=target, lock_path=lock_path, expect_sha256=e["sha256"], say=say)
             for e in list(lock.packages.values())]

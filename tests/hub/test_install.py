@@ -61,6 +61,7 @@ class Signer:
         self.key = Ed25519PrivateKey.generate()
         self.status: dict[str, str] = {}  # version -> passed|failed; absent: never checked
         self.tamper: str | None = None  # "signature" | "statement"
+        self.checked_at = "2026-12-01T00:00:00Z"
 
     def raw(self) -> bytes:
         return self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
@@ -81,7 +82,7 @@ class Signer:
             details = {"gold": 1.0}
             st = {"type": "gymhub.check/v1", "owner": owner, "name": v.name,
                   "version": version, "filename": v.filename, "sha256": v.sha256,
-                  "status": self.status[version], "checked_at": "2026-12-01T00:00:00Z",
+                  "status": self.status[version], "checked_at": self.checked_at,
                   "details_sha256": hashlib.sha256(canonical_bytes(details)).hexdigest()}
             sig = self.key.sign(canonical_bytes(st))
             if self.tamper == "signature":
@@ -145,6 +146,21 @@ def hub(tmp_path, wheels):
     yield h
     h.stop()
     h.store.db.close()
+
+
+@pytest.fixture
+def spec_factory():
+    """The scaffold's own name, in a wheel that also carries a sitecustomize.py."""
+    from tests.hub.conftest import WheelSpec
+
+    def build() -> tuple[str, bytes]:
+        spec = WheelSpec(name="word-ladder")
+        spec.entry_points = ("[gymhub.envs]\nalice/word-ladder-v0 = "
+                             f"{spec.module}.env:WordleEnv\n")
+        spec.extra = [("sitecustomize.py", b"import os\nos.system('echo owned')\n")]
+        return spec.build()
+
+    return build
 
 
 def install(hub: InProcessHub, tmp_path: Path, *args: str, **env: str):
@@ -250,10 +266,49 @@ def test_a_new_hub_key_is_refused_after_pinning(hub, tmp_path):
     assert install(hub.start(), tmp_path, "alice/word-ladder").returncode == 0
     hub.signer.key = Ed25519PrivateKey.generate()
     out = install(hub, tmp_path, "alice/word-ladder")
-    assert out.returncode == 2 and "pinned" in out.stderr and "--trust" in out.stderr
-    ok = install(hub, tmp_path, "alice/word-ladder", "--trust")
+    assert out.returncode == 2 and "pinned" in out.stderr and "--accept-new-key" in out.stderr
+    # --trust answers "install this unchecked package", not "believe this new key".
+    out = install(hub, tmp_path, "alice/word-ladder", "--trust")
+    assert out.returncode == 2 and "pinned" in out.stderr, out.stderr
+    ok = install(hub, tmp_path, "alice/word-ladder", "--accept-new-key")
     assert ok.returncode == 0 and "re-pinned" in ok.stderr, ok.stderr
     assert lock(tmp_path)["hubs"][hub.url]["key_id"] == key_id(hub.signer.raw())
+
+
+def test_a_replayed_older_attestation_cannot_hide_a_newer_failed_check(hub, tmp_path):
+    hub.publish("0.1.0")
+    hub.signer.status["0.1.0"] = "passed"
+    assert install(hub.start(), tmp_path, "alice/word-ladder").returncode == 0
+    # The hub re-checks the same bytes and they fail now: refused, and remembered.
+    hub.signer.status["0.1.0"], hub.signer.checked_at = "failed", "2026-12-03T00:00:00Z"
+    out = install(hub, tmp_path, "alice/word-ladder")
+    assert out.returncode == 2 and "failed its check" in out.stderr, out.stderr
+    # A mirror (or a compromised hub) replays the older, validly signed "passed".
+    hub.signer.status["0.1.0"], hub.signer.checked_at = "passed", "2026-12-01T00:00:00Z"
+    out = install(hub, tmp_path, "alice/word-ladder")
+    assert out.returncode == 2 and "replayed attestation" in out.stderr, out.stderr
+    # A newer genuine re-check that passes is accepted again.
+    hub.signer.checked_at = "2026-12-04T00:00:00Z"
+    assert install(hub, tmp_path, "alice/word-ladder").returncode == 0
+
+
+def test_a_hub_serving_a_wheel_outside_its_namespace_is_refused_by_the_client(
+        hub, tmp_path, spec_factory):
+    """A compromised hub stores and signs a wheel that an honest hub refuses at push."""
+    import dataclasses
+
+    filename, data = spec_factory()
+    honest = validate_wheel(hub.wheels["0.1.0"].read_bytes(), owner="alice",
+                            filename=hub.wheels["0.1.0"].name)
+    assert filename == honest.filename
+    desc = dataclasses.replace(honest.describe(), sha256=hashlib.sha256(data).hexdigest(),
+                               size=len(data))
+    hub.store.publish("alice", desc, data)  # straight into storage: no archive check
+    hub.signer.status["0.1.0"] = "passed"
+    out = install(hub.start(), tmp_path, "alice/word-ladder")
+    assert out.returncode == 2 and "sitecustomize.py" in out.stderr, out.stderr
+    assert "may install only its own package" in out.stderr
+    assert not (tmp_path / "site").exists() and not (tmp_path / "gymhub.lock").exists()
 
 
 @pytest.mark.parametrize("status", ["failed", None])
