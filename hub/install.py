@@ -299,5 +299,6 @@ def install_locked(*, target: str | Path | None = None, lock_path: str | Path = 
     if not lock.packages:
         raise ConfigError(f"{lock.path} lists nothing to install")
     return [install((e["owner"], e["name"], e["version"]), e["hub"], trust=trust,
-                    accept_new_key=accept_new_key, target=target, lock_path=lock_path, expect_sha256=e["sha256"], say=say)
+                    accept_new_key=accept_new_key, target=target, lock_path=lock_path,
+                    expect_sha256=e["sha256"], say=say)
             for e in list(lock.packages.values())]
