@@ -2,7 +2,9 @@
 
 Every subcommand imports what it needs when it runs, so ``gymhub --help`` costs
 nothing but argparse. Subcommands that belong to a subpackage (``serve``,
-``sandbox``) hand their arguments to that subpackage's own ``main``.
+``sandbox``) hand their arguments to that subpackage's own ``main``; the hub's user
+commands (``push``, ``install``, ...) are added from :mod:`gymhub.hub.consumer_cli`,
+which imports nothing else until one of them runs.
 """
 
 from __future__ import annotations
@@ -138,114 +140,6 @@ def _cmd_env_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_push(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from gymhub.hub.client import HubClient
-
-    client = HubClient.from_env(args.hub)  # before building: a missing token fails fast
-    target = Path(os.path.expanduser(args.path))
-    if target.is_dir():
-        from gymhub.hub.build import build_wheel
-        from gymhub.hub.project import load_package, read_package
-
-        package = read_package(target)
-        if not args.no_check and not _check_ids(load_package(package), args):
-            print("gymhub: error: the check failed, so nothing was pushed", file=sys.stderr)
-            return 1
-        target = build_wheel(package.root)
-    elif target.suffix != ".whl":
-        from gymhub.errors import ConfigError
-
-        raise ConfigError(f"{args.path}: push a package directory or a .whl file")
-    with client:
-        reply = client.upload(target)
-    what = "published" if reply["created"] else "already published (same bytes)"
-    print(f"{what}: {reply['id']} {reply['version']} sha256 {reply['sha256']}")
-    return 0
-
-
-def _cmd_yank(args: argparse.Namespace) -> int:
-    from gymhub.hub.client import HubClient, parse_ref
-
-    owner, name, version = parse_ref(args.ref, version=True)
-    with HubClient.from_env(args.hub) as client:
-        reply = client.yank(owner, name, str(version), args.reason)
-    print(f"yanked {reply['id']} {reply['version']}: {reply['yank_reason']}")
-    return 0
-
-
-def _cmd_search(args: argparse.Namespace) -> int:
-    from gymhub.hub.client import HubClient
-
-    with HubClient.from_env(args.hub, need_token=False) as client:
-        results = client.search(args.text)
-    for r in results:
-        print(f"{r['id']:<40} {r.get('latest') or '-':<10} {r.get('description', '')}")
-    return 0
-
-
-def _cmd_info(args: argparse.Namespace) -> int:
-    from gymhub.hub.client import HubClient, format_package, parse_ref
-
-    owner, name, _ = parse_ref(args.ref, version=False)
-    with HubClient.from_env(args.hub, need_token=False) as client:
-        page = client.package(owner, name)
-    print(json.dumps(page) if args.json else format_package(page))
-    return 0
-
-
-def _cmd_install(args: argparse.Namespace) -> int:
-    from gymhub.hub.client import HUB_URL_ENV, parse_ref
-    from gymhub.hub.install import install, install_locked
-
-    if args.ref is None:
-        install_locked(target=args.target, lock_path=args.lock, trust=args.trust)
-        return 0
-    hub = args.hub or os.environ.get(HUB_URL_ENV, "")
-    if not hub:
-        from gymhub.errors import ConfigError
-
-        raise ConfigError(f"no hub to install from: pass --hub URL or set {HUB_URL_ENV}")
-    install(parse_ref(args.ref, version=False), hub, trust=args.trust, target=args.target,
-            lock_path=args.lock)
-    return 0
-
-
-def _add_hub_commands(sub: Any) -> None:
-    hub_help = "the hub's URL (default: $GYMHUB_HUB_URL)"
-    push = sub.add_parser("push", help="check, build and publish an environment to a hub")
-    push.add_argument("path", nargs="?", default=".", help="a package directory or a .whl")
-    push.add_argument("--hub", default=None, help=hub_help)
-    push.add_argument("--no-check", action="store_true", help="push without running the check")
-    _add_check_options(push)
-    push.set_defaults(fn=_cmd_push)
-    yank = sub.add_parser("yank", help="hide a published version from resolution")
-    yank.add_argument("ref", metavar="OWNER/NAME@VERSION")
-    yank.add_argument("--reason", required=True, help="shown to everyone who pins it")
-    yank.add_argument("--hub", default=None, help=hub_help)
-    yank.set_defaults(fn=_cmd_yank)
-    search = sub.add_parser("search", help="search a hub's environments")
-    search.add_argument("text")
-    search.add_argument("--hub", default=None, help=hub_help)
-    search.set_defaults(fn=_cmd_search)
-    info = sub.add_parser("info", help="show an environment's versions on a hub")
-    info.add_argument("ref", metavar="OWNER/NAME")
-    info.add_argument("--hub", default=None, help=hub_help)
-    info.add_argument("--json", action="store_true", help="print the hub's JSON reply")
-    info.set_defaults(fn=_cmd_info)
-    inst = sub.add_parser("install", help="install an environment from a hub, by digest")
-    inst.add_argument("ref", nargs="?", default=None, metavar="OWNER/NAME[@VERSION]",
-                      help="omit to re-install exactly what the lock lists")
-    inst.add_argument("--hub", default=None, help=hub_help)
-    inst.add_argument("--trust", action="store_true",
-                      help="install even if unchecked, failed, or the hub's key changed")
-    inst.add_argument("--target", default=None, help="install into this directory")
-    inst.add_argument("--lock", default="gymhub.lock",
-                      help="the lock file (default: ./gymhub.lock)")
-    inst.set_defaults(fn=_cmd_install)
-
-
 def _parse_call(line: str, tools: dict[str, dict[str, Any]]) -> Any:
     from gymhub.types import Message, ToolCall
 
@@ -351,7 +245,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_check_options(build)
     build.set_defaults(fn=_cmd_env_build)
 
-    _add_hub_commands(sub)
+    from gymhub.hub.consumer_cli import add_consumer_commands
+
+    add_consumer_commands(sub, check=_check_ids, add_check_options=_add_check_options)
 
     from gymhub.eval_cli import add_eval_commands
 

@@ -25,11 +25,9 @@ from gymhub.errors import (
     ServerError,
     ServerUnreachable,
 )
+from gymhub.hub.settings import HUB_URL_ENV, TOKEN_ENV
 
 __all__ = ["HUB_URL_ENV", "TOKEN_ENV", "HubClient", "hub_error_from_code"]
-
-HUB_URL_ENV = "GYMHUB_HUB_URL"
-TOKEN_ENV = "GYMHUB_HUB_TOKEN"
 
 
 def _hub_classes() -> dict[str, type[GymhubError]]:

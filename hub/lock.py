@@ -1,146 +1,45 @@
-"""``gymhub.lock``: what was installed from which hub, by digest, and who trusted it.
+"""The hub's view of ``gymhub.lock`` (the format itself is :mod:`gymhub.lockfile`).
 
-The lock is the user's memory between installs. It pins each hub's signing key the first
-time it is seen (trust on first use), so a later key is noticed rather than believed; it
-records the exact sha256 of every environment installed, so a re-install fetches those
-bytes or nothing; and it records when the user overrode a refusal with ``--trust``, so
-the override is made once, knowingly, and stays visible.
-
-It is JSON (stdlib, no partial-write ambiguity), rewritten whole and atomically: a crash
-mid-write leaves the previous lock, never half of one. Layout::
-
-    {"lock_version": 1,
-     "hubs": {"http://hub": {"key_id": "...", "public_key": "<b64>", "pinned_at": "..."}},
-     "packages": {"alice/word-ladder": {"hub": "http://hub", "key_id": "...",
-        "owner": "alice", "name": "word-ladder", "version": "0.1.0", "sha256": "...",
-        "filename": "...whl", "env_ids": ["alice/word-ladder-v0"],
-        "installed_at": "...Z", "trusted": false, "check": "passed"}}}
+The lock moved below the hub so that the learner can read it without importing the hub;
+this module keeps the hub's names working (``gymhub.hub.lock.Lock`` and friends are the
+same objects) and adds the one thing only the hub knows: the owner-qualified distribution
+name of an environment id (:mod:`gymhub.hub.names`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
-import json
 import os
-import tempfile
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from gymhub.errors import ConfigError
+from gymhub import lockfile
+from gymhub.lockfile import LOCK_FILE, LOCK_VERSION, Lock, installed_digest, now_iso
 
 __all__ = ["LOCK_FILE", "LOCK_VERSION", "Lock", "env_digests", "now_iso"]
 
-LOCK_FILE = "gymhub.lock"
-LOCK_VERSION = 1
 
-
-def now_iso() -> str:
-    """UTC now, to the second, as the lock writes times (``2026-12-01T15:37:00Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class Lock:
-    """A ``gymhub.lock`` file in memory; nothing reaches disk before :meth:`save`.
-
-    Args:
-        path: the lock file (it need not exist yet).
-        data: its parsed contents.
-    """
-
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
-        self.path = path
-        self.hubs: dict[str, dict[str, Any]] = dict(data.get("hubs", {}))
-        self.packages: dict[str, dict[str, Any]] = dict(data.get("packages", {}))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str] = LOCK_FILE) -> Lock:
-        """The lock at ``path``, or an empty one if there is none.
-
-        Raises:
-            ConfigError: the file exists but is not a lock this version understands; it is
-                never silently replaced, since it holds the user's pinned keys.
-        """
-        p = Path(path)
-        if not p.exists():
-            return cls(p, {})
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{p} is not a readable gymhub lock: {exc}") from exc
-        if not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION or not all(
-                isinstance(data.get(k, {}), dict) for k in ("hubs", "packages")):
-            raise ConfigError(f"{p} is not a version-{LOCK_VERSION} gymhub lock")
-        return cls(p, data)
-
-    def pinned_key(self, hub: str) -> dict[str, Any] | None:
-        """The key pinned for ``hub``, if any."""
-        return self.hubs.get(hub.rstrip("/"))
-
-    def pin_key(self, hub: str, key_id: str, public_key: str) -> None:
-        """Pin (or, after ``--trust``, re-pin) ``hub``'s signing key."""
-        self.hubs[hub.rstrip("/")] = {"key_id": key_id, "public_key": public_key,
-                                      "pinned_at": now_iso()}
-
-    def entry(self, package_id: str) -> dict[str, Any] | None:
-        """The locked install of ``owner/name``, if any."""
-        return self.packages.get(package_id)
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """Record an install (replacing the package's previous entry)."""
-        self.packages[f"{entry['owner']}/{entry['name']}"] = dict(entry)
-
-    def save(self) -> None:
-        """Write the whole lock atomically (temporary file, fsync, rename)."""
-        data = {"lock_version": LOCK_VERSION,
-                "hubs": dict(sorted(self.hubs.items())),
-                "packages": dict(sorted(self.packages.items()))}
-        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def env_digests(env_ids: list[str], lock_path: str | os.PathLike[str] = LOCK_FILE
+def env_digests(env_ids: Sequence[str], lock_path: str | os.PathLike[str] = LOCK_FILE
                 ) -> dict[str, dict[str, Any]]:
-    """The exact hub files behind each owner-qualified environment id, for a checkpoint.
+    """:func:`gymhub.lockfile.env_digests`, also finding a package by its hub name.
 
-    A trained model is only reproducible, or auditable, against the bytes it trained on,
-    and a version number names bytes only as long as the hub says so. So each hub id maps
-    to its lock entry (hub, sha256, trust) when the lock has it, else to what is installed:
-    the distribution's version and the sha256 of its ``RECORD``, which hashes every file.
-    Ids without an owner (built-in environments) are not hub code and are skipped; a hub id
-    installed some other way is recorded as ``{"source": "unknown"}`` rather than omitted.
+    An id that neither the lock nor an installed entry point accounts for is looked up
+    once more as the distribution the hub's naming rule gives it
+    (``gymhub-env-5-alice-wordle``), e.g. one installed with its entry points hidden.
+
+    Raises:
+        InvalidName: such an id is not a canonical ``OWNER/NAME-vN``.
     """
     from gymhub.hub.names import distribution_name, parse_env_id
 
-    lock = Lock.load(lock_path) if Path(lock_path).exists() else Lock(Path(lock_path), {})
-    out: dict[str, dict[str, Any]] = {}
-    for env_id in env_ids:
-        if "/" not in env_id:
+    out = lockfile.env_digests(env_ids, lock_path)
+    for env_id, found in out.items():
+        if found != {"source": "unknown"}:
             continue
         parsed = parse_env_id(env_id)
-        entry = lock.entry(f"{parsed.owner}/{parsed.name}")
-        if entry is not None and env_id in entry.get("env_ids", []):
-            out[env_id] = {"source": "lock", **{k: entry.get(k) for k in (
-                "hub", "key_id", "version", "sha256", "filename", "trusted", "check")}}
-            continue
         try:
             dist = importlib.metadata.distribution(distribution_name(parsed.owner, parsed.name))
         except importlib.metadata.PackageNotFoundError:
-            out[env_id] = {"source": "unknown"}
             continue
-        record = dist.read_text("RECORD")
-        out[env_id] = {"source": "installed", "version": dist.version,
-                       "record_sha256": None if record is None else
-                       hashlib.sha256(record.encode()).hexdigest()}
+        out[env_id] = installed_digest(dist)
     return out

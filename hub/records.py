@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from gymhub.errors import InvalidHubInput, VersionNotFound
-from gymhub.hub.names import skeleton
+from gymhub.hub.names import normalize, skeleton
 
 __all__ = [
     "CheckInfo",
@@ -39,9 +39,9 @@ __all__ = [
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
 
 
-def normalize_name(name: str) -> str:
-    """PEP 503 normalisation: runs of ``-_.`` become ``-``, lowercased."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+#: PEP 503 normalisation, kept under this name for the store's callers: it *is*
+#: :func:`gymhub.hub.names.normalize`, so the hub has one rule for "the same name".
+normalize_name = normalize
 
 
 def name_skeleton(name: str) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from gymhub.errors import ConfigError, InvalidName
 
 from . import names
+from .settings import HUB_URL_ENV, TOKEN_ENV
 
 __all__ = [
     "TOKEN_ENV",
@@ -39,10 +40,6 @@ __all__ = [
     "owner_from_token",
     "resolve_owner",
 ]
-
-#: The environment variable holding the hub token (the owner defaults to the token's).
-TOKEN_ENV = "GYMHUB_HUB_TOKEN"
-HUB_URL_ENV = "GYMHUB_HUB_URL"
 
 #: (template resource under templates/env, path in the new package; MODULE is replaced).
 _FILES = (

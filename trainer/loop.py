@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gymhub.errors import ConfigError
-from gymhub.hub.lock import env_digests
+from gymhub.lockfile import env_digests
 
 from .advantages import Outcome, compute_advantages, partial_credit, trajectory_return
 from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
