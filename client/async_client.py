@@ -162,7 +162,8 @@ class AsyncEnvClient:
         self._policy = RetryPolicy(self.config)
         self._own = Http11Transport(max_connections=self.config.max_connections,
                                     keepalive_s=self.config.keepalive_s,
-                                    timeout=self.config.timeout)
+                                    timeout=self.config.timeout, uds=self.config.uds,
+                                    max_response_bytes=self.config.max_response_bytes)
         self._transport = transport  # None: the built-in transport, called directly
         self._origin = self._own.origin(self.config.base_url)
         self._prefix = urlsplit(self.config.base_url).path.rstrip("/")

@@ -296,6 +296,9 @@ class Http11Transport(httpx.AsyncBaseTransport):
         ssl_context: for ``https`` origins (default: httpx's, which verifies).
         max_response_bytes: largest response body accepted; a bigger one fails with
             :class:`httpx.RemoteProtocolError` instead of filling memory.
+        uds: connect every origin through this Unix domain socket instead of TCP. A
+            server in a sandbox without a network (the hub's check) is reachable only
+            through a socket file in the directory it shares with the host.
 
     Connections and waiters belong to the event loop that made them. A transport used
     from a new loop (a learner running each rollout in its own ``asyncio.run``) starts
@@ -304,7 +307,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
     def __init__(self, *, max_connections: int = 256, keepalive_s: float = 4.0,
                  timeout: float = 60.0, ssl_context: ssl.SSLContext | None = None,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, uds: str | None = None) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
         if max_response_bytes < 0:
@@ -313,6 +316,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         self.keepalive_s = keepalive_s
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
+        self.uds = uds
         self._tls = ssl_context
         self._origins: dict[tuple[str, str, int], _Origin] = {}
 
@@ -393,6 +397,13 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
     async def _connect(self, pool: _Origin) -> _Connection:
         loop = asyncio.get_running_loop()
+        if self.uds is not None:
+            try:
+                _u, unix_conn = await loop.create_unix_connection(
+                    lambda: _Connection(self.max_response_bytes), self.uds)
+            except OSError as exc:
+                raise httpx.ConnectError(f"cannot connect to {self.uds}: {exc}") from exc
+            return unix_conn
         try:
             _t, conn = await loop.create_connection(
                 lambda: _Connection(self.max_response_bytes), pool.host, pool.port, ssl=pool.tls,

@@ -238,6 +238,11 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         return [VerifierCase(c["submission"], c["expect"], c.get("note", ""))
                 for c in self.client.verifier_cases(self.env_id, task.id)]
 
+    @property
+    def standalone_verifier(self) -> bool:
+        """Whether the served environment scores with a standalone verifier (see EnvInfo)."""
+        return bool(self.description.get("standalone_verifier", True))
+
     def verify(self, submission: Any, task: Task) -> Score:
         """Score ``submission`` for ``task`` on the server."""
         return self.client.verify(self.env_id, task.id, submission)

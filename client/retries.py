@@ -29,6 +29,7 @@ from typing import Protocol
 
 import httpx
 
+from gymhub.client.http11 import MAX_RESPONSE_BYTES
 from gymhub.errors import GymhubError, RequestTimeout, ServerUnreachable, error_from_code
 from gymhub.json_codec import loads
 
@@ -62,6 +63,10 @@ class ClientConfig:
             turn as one ``POST /v1/batch`` (see :mod:`gymhub.client.coalesce`); the
             async client only.
         batch_max_ops: most operations in one batch.
+        uds: reach the server through this Unix domain socket (``base_url`` then only
+            names the ``Host`` header): a server in a sandbox without a network.
+        max_response_bytes: largest reply body read (a bigger one is a transport
+            error): a client of a server it does not trust keeps this small.
     """
 
     base_url: str
@@ -75,6 +80,8 @@ class ClientConfig:
     keepalive_s: float = 4.0
     batch: bool = True
     batch_max_ops: int = 256
+    uds: str | None = None
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     def headers(self) -> dict[str, str]:
         """Headers sent on every request."""

@@ -273,7 +273,10 @@ def _scoring_evidence(env: TextEnv, limit: int) -> str:
     cases = [(task, case) for task in env.tasks[:limit] for case in env.verifier_cases(task)]
     if cases:
         return _verifier_cases(env, cases)
-    if isinstance(env, TextEnv) and type(env).verify is TextEnv.verify:
+    # A served environment (RemoteEnv) says which kind it is; a local one shows it.
+    standalone = (type(env).verify is not TextEnv.verify if isinstance(env, TextEnv)
+                  else bool(getattr(env, "standalone_verifier", True)))
+    if not standalone:
         return _wrong_answers(env, limit)
     raise AssertionError("the environment has a verifier (verify) but declares no golden "
                          "cases for it (verifier_cases)")

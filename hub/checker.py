@@ -1,36 +1,41 @@
-"""The hub's own check of every published version, run on the author's code in a sandbox.
+"""The hub's check of every version: the author's code in a sandbox, the verdict outside.
 
 An author's ``gymhub env check`` proves nothing to anyone else: it ran on their machine,
 on code they could have changed since. The hub therefore installs the exact wheel it
-serves and runs the same gate itself, and signs the outcome (:mod:`gymhub.hub.signing`).
-The wheel is untrusted code, so everything that imports it runs inside the sandbox
-with no network: ``pip install --no-deps --no-index`` into the sandbox's workdir, then
-:mod:`gymhub.hub.check_runner`. The host only reads back a JSON file.
+serves and checks it itself, and signs the outcome (:mod:`gymhub.hub.signing`).
+
+The wheel is untrusted code, and the check's result is what the hub signs, so the two
+never share a process: the wheel is installed with ``pip install --no-deps --no-index``
+into the sandbox's workdir, then served there by ``gymhub serve --uds`` (no network:
+the server listens on a socket file in the workdir), and the hub's own
+:func:`~gymhub.hub.served_check.check_served`, in this process, plays the episodes over
+that socket and computes every figure. The code under check can crash, lie in its
+answers, rewrite files in its sandbox at exit or patch its copy of gymhub: none of it
+reaches what the hub records. The whole check has one deadline, enforced here by
+stopping the sandboxed server (which ends every pending call).
 
 The sandbox sees the host's interpreter (its prefix, read-only, at its own path: a
 shared ``libpython`` may be linked to it), the hub's site-packages and gymhub's own
 source (read-only, under ``/opt/gymhub``), so a wheel may depend on what the hub
 already has and nothing else. Anything the hub cannot decide (a dependency it lacks, no
-sandbox, a timeout, a crash of the runner) is ``unchecked`` with a reason, never
-``passed``.
-
-Details (the JSON :meth:`HubStore.record_check` stores and the pages render)::
-
-    {"summary": str, "checks": [{"name", "ok", "ms", "detail"}],
-     "envs": {env_id: {"tools": [...], "verifier": str, "task_count": int,
-                       "max_turns": int | None}},
-     "gold_score": float | None, "noop_score": float | None, "reason": str}
+sandbox, a timeout, a server that never comes up) is ``unchecked`` with a reason, never
+``passed``. The details are documented in :mod:`gymhub.hub.served_check`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import site
 import sys
+import threading
 import time
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 import gymhub
 from gymhub.errors import BackendError
@@ -39,12 +44,16 @@ from gymhub.hub.store import HubStore
 from gymhub.sandbox import Limits, Sandbox, get_sandbox
 from gymhub.sandbox.bwrap import others_can_reach
 
-__all__ = ["DEFAULT_TIMEOUT_S", "check_sandbox", "check_version", "run_check", "unchecked"]
+__all__ = ["DEFAULT_TIMEOUT_S", "check_sandbox", "check_version", "missing_requirements",
+           "run_check", "unchecked"]
 
 DEFAULT_TIMEOUT_S = 300.0
 _SRC = "/opt/gymhub/src"
 _SITE = "/opt/gymhub/site"
 _FORBIDDEN = ("/work", "/tmp", "/proc", "/dev", "/etc")
+_SOCKET = "env.sock"
+#: How long the sandboxed server may take to accept its first connection.
+_START_S = 60.0
 
 
 def _others_can_run(path: str) -> bool:
@@ -96,6 +105,12 @@ def check_sandbox() -> Sandbox:
         BackendError: bwrap is missing or unusable, or the interpreter lives where the
             sandbox mounts its own directories.
     """
+    import importlib.util
+
+    lacking = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if lacking:  # the environment is served in the sandbox from the hub's site-packages
+        raise BackendError(f"the hub's check serves the environment with gymhub serve, "
+                           f"which needs {', '.join(lacking)} (pip install 'gymhub[hub]')")
     _, binds = _interpreter()
     return get_sandbox("bwrap", ro_binds={**binds, **_binds()})
 
@@ -123,8 +138,41 @@ def run_check(version: VersionInfo, data: bytes, *, sandbox: Sandbox | None = No
             box.close()
 
 
+def missing_requirements(requires_dist: Iterable[str]) -> list[str]:
+    """The wheel's requirements that nothing importable by the check satisfies.
+
+    Read from the METADATA the hub validated, in the hub's process (the sandbox shows
+    it the same site-packages). ``gymhub`` itself is always provided: the check runs
+    the hub's gymhub, the one it vouches for, whatever version the wheel names.
+    """
+    missing: list[str] = []
+    for line in requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            missing.append(f"{line} (unparseable)")
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        if canonicalize_name(req.name) == "gymhub":
+            continue
+        try:
+            found = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            missing.append(line)
+            continue
+        if req.specifier and not req.specifier.contains(found, prereleases=True):
+            missing.append(f"{line} (only {found} is available)")
+    return missing
+
+
 def _run(box: Sandbox, version: VersionInfo, data: bytes,
          timeout_s: float) -> tuple[str, dict[str, Any]]:
+    requires = version.metadata.get("requires_dist") or []
+    missing = missing_requirements(str(r) for r in requires)
+    if missing:
+        return "unchecked", unchecked("dependencies not available offline: "
+                                      + ", ".join(missing))
     exe, _ = _interpreter()
     env = {"PYTHONPATH": f"/work/site:{_SRC}:{_SITE}", "HOME": "/tmp",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PIP_NO_CACHE_DIR": "1",
@@ -157,21 +205,9 @@ def _run(box: Sandbox, version: VersionInfo, data: bytes,
         if not install["ok"]:
             return "failed", {**unchecked("", [install]), "summary": "the wheel does not install",
                               "reason": "the wheel does not install"}
-        res = session.run([exe, "-m", "gymhub.hub.check_runner", "--site", "/work/site",
-                           "--out", "/work/details.json", *version.env_ids],
-                          collect=["details.json"], env=env, limits=left())
-        if res.limit:
-            why = "timeout" if res.timed_out else f"{res.limit} limit"
-            return "unchecked", unchecked(f"the check stopped: {why}", [install])
-        raw = res.files.get("details.json")
-        if raw is None:
-            return "unchecked", unchecked(f"the check runner wrote nothing (exit "
-                                          f"{res.exit_code}): {_tail(res.stderr)}", [install])
-        found = json.loads(raw)
+        found = _serve_and_check(session, exe, env, left(), version.env_ids, deadline)
     if "unchecked" in found:
         return "unchecked", unchecked(str(found["unchecked"]), [install])
-    if "crashed" in found:
-        return "unchecked", unchecked(f"the check runner crashed: {found['crashed']}", [install])
     details: dict[str, Any] = {**found, "checks": [install, *found["checks"]]}
     ok = all(c["ok"] for c in details["checks"]) and details["envs"]
     gold = details.get("gold_score")
@@ -182,6 +218,65 @@ def _run(box: Sandbox, version: VersionInfo, data: bytes,
     if status == "failed" and not details["reason"]:
         details["reason"] = f"gold policy scored {gold}, not 1.0"
     return status, details
+
+
+def _serve_and_check(session: Any, exe: str, env: dict[str, str], limits: Limits,
+                     env_ids: Iterable[str], deadline: float) -> dict[str, Any]:
+    """Serve the installed wheel in the sandbox and check it from here (module doc).
+
+    Returns the details, or ``{"unchecked": reason}`` when the hub could not decide.
+    """
+    from gymhub.hub.served_check import check_served
+
+    ids = list(env_ids)
+    server = session.spawn(
+        [exe, "-m", "gymhub.server.cli", *ids, "--uds", f"/work/{_SOCKET}", "--ttl", "0",
+         "--max-episodes", "64", "--workers", "2", "--log-level", "error",
+         "--step-timeout", str(max(int(deadline - time.monotonic()), 1))],
+        env=env, limits=limits)
+    sock = str(session.workdir.path / _SOCKET)
+    try:
+        if not _wait_for_socket(sock, server, min(deadline, time.monotonic() + _START_S)):
+            if server.alive:
+                return {"unchecked": "the check stopped: timeout (the environment server "
+                                     "accepted no connection in time)"}
+            return {"summary": "the environment server exited at start",
+                    "checks": [{"name": "serves (gymhub serve in the sandbox)", "ok": False,
+                                "ms": 0.0, "detail": _tail(server.stderr_tail())}],
+                    "envs": {}, "gold_score": None, "noop_score": None,
+                    "reason": "the environment server exited at start"}
+        result: dict[str, Any] = {}
+
+        def work() -> None:
+            result["details"] = check_served(sock, ids)
+
+        worker = threading.Thread(target=work, name="gymhub-hub-check-client", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0.0))
+        if worker.is_alive():
+            server.stop()  # every pending call now fails at once; the worker ends
+            worker.join(30.0)
+            return {"unchecked": "the check stopped: timeout"}
+        return result.get("details") or {"unchecked": "the check client ended without a result"}
+    finally:
+        server.stop()
+
+
+def _wait_for_socket(path: str, server: Any, until: float) -> bool:
+    """Whether the sandboxed server accepts connections on ``path`` before ``until``."""
+    import socket
+
+    while time.monotonic() < until and server.alive:
+        if os.path.exists(path):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)
+                try:
+                    probe.connect(path)
+                    return True
+                except OSError:
+                    pass
+        time.sleep(0.02)
+    return False
 
 
 def _tail(text: str | bytes, limit: int = 2000) -> str:

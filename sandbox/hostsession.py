@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gymhub.errors import BackendError
+from gymhub.sandbox.background import Background
 from gymhub.sandbox.base import (
     LIMIT_CPU,
     LIMIT_MEMORY,
@@ -218,6 +219,7 @@ class HostSession(Session):
         self.backend = backend
         self._cgroups = cgroups
         self._repl = ReplClient(self._start_repl, limits, backend)
+        self._background: list[Background] = []
         self._workdirs = workdirs
         if workdirs is not None and (workdirs.size_mb, workdirs.uid, workdirs.gid) != (
                 limits.workdir_mb, uid, gid):
@@ -265,6 +267,27 @@ class HostSession(Session):
         full_env = {**BASE_ENV, "HOME": "/tmp", **(env or {})}
         launch = launcher_argv(repl_rlimits(limits) if repl else limits, cgroup, self._nproc())
         return launch + self._wrap(argv, full_env, limits, repl=repl)
+
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+              limits: Limits | None = None) -> Background:
+        """Start ``argv`` in the sandbox and return at once; it runs until stopped.
+
+        Confined like :meth:`run` (namespaces, uid, rlimits, its own cgroup). The caller
+        stops it (:meth:`Background.stop`); closing the session stops it too. Its wall
+        time is the caller's to enforce: ``limits.wall_s`` is not watched here.
+
+        Raises:
+            BackendError: it could not be started.
+            RuntimeError: the session is closed.
+        """
+        lim = limits or self.limits
+        with self._lock:
+            self._check_open()
+            cgroup = self.new_cgroup(lim)
+            bg = Background(self.command(argv, env, lim, cgroup), cgroup,
+                            str(self.workdir.path), self._soft_kill)
+            self._background.append(bg)
+            return bg
 
     def _start_repl(self) -> Channel:
         """Start a fresh REPL interpreter in its own cgroup (see :mod:`.repl`)."""
@@ -346,6 +369,8 @@ class HostSession(Session):
                 return
             self._closed = True
             try:
+                for bg in self._background:
+                    bg.stop()
                 self._repl.kill()
             finally:  # a failed kill must not also leak the workdir's tmpfs mount
                 if self._workdirs is not None:  # nothing of the session runs any more

@@ -49,6 +49,7 @@ class Catalog:
             "tags": list(spec.tags), "max_turns": getattr(env, "max_turns", spec.max_turns),
             "task_count": len(env.tasks), "tools": [t.to_dict() for t in env.tool_specs()],
             "env_args": jsonable(dict(args or {})),
+            "standalone_verifier": type(env).verify is not TextEnv.verify,
         })
 
     def clear(self) -> None:

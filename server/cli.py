@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="constructor argument (JSON value) for every served env or one of them")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
+    p.add_argument("--uds", default=None, metavar="PATH",
+                   help="listen on this Unix domain socket instead of HOST:PORT (a server "
+                        "in a sandbox without a network, as the hub's check runs it)")
     p.add_argument("--max-episodes", type=int, default=1024,
                    help="cap on open episodes; beyond it creation answers 429")
     p.add_argument("--token", default=None,
@@ -102,13 +105,14 @@ def main(argv: list[str]) -> int:
     except GymhubError as exc:
         print(f"gymhub serve: {exc}", file=sys.stderr)
         return 2
+    where = args.uds or f"{args.host}:{args.port}"
     try:
-        sock = _bind(args.host, args.port)
+        sock = _bind_unix(args.uds) if args.uds else _bind(args.host, args.port)
     except OSError as exc:
-        print(f"gymhub serve: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"gymhub serve: cannot bind {where}: {exc}", file=sys.stderr)
         return 2
     host = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{host}:{sock.getsockname()[1]}"
+    url = f"unix:{args.uds}" if args.uds else f"http://{host}:{sock.getsockname()[1]}"
     config = uvicorn.Config(app, log_level=args.log_level, access_log=False, lifespan="on",
                             timeout_graceful_shutdown=args.drain_timeout, backlog=4096,
                             timeout_keep_alive=30, server_header=False)
@@ -139,6 +143,19 @@ def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _bind_unix(path: str) -> socket.socket:
+    # Owner-only: the socket file is the server's whole access control when it has no
+    # token (the hub's check reaches it as root, which permissions do not stop).
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
     sock.set_inheritable(True)
     return sock
 

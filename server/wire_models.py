@@ -220,6 +220,11 @@ class EnvInfo(BaseModel):
     env_args: dict[str, Any] = Field(
         default_factory=dict,
         description="Constructor arguments the server passes (gymhub serve --env-arg).")
+    standalone_verifier: bool = Field(
+        default=True,
+        description="Whether the environment scores with a standalone verifier (golden "
+                    "cases via /v1/cases) rather than through its tools; a remote "
+                    "check_env picks its scoring evidence by it.")
 
 
 class EnvList(BaseModel):

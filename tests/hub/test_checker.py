@@ -95,8 +95,10 @@ def test_a_verifier_that_accepts_anything_fails(store, wheels):
     result = check_version(store, "alice", v.name, v.version, timeout_s=120)
     assert result.status == "failed"
     bad = [c["name"] for c in result.details["checks"] if not c["ok"]]
-    # Both gates catch it: doing nothing passes, and the golden "fail" cases pass.
-    assert bad == ["alice/word-ladder-v0: noop policy does not pass",
+    # Every gate catches it: doing nothing passes (the hub's own mean and check_env's
+    # per-task check), and the golden "fail" cases pass.
+    assert bad == ["alice/word-ladder-v0: do-nothing policy scores below 1.0",
+                   "alice/word-ladder-v0: noop policy does not pass",
                    "alice/word-ladder-v0: verifier golden cases"], result.details
     assert "noop policy" in result.details["reason"] and "golden cases" in result.details["reason"]
 
