@@ -1,13 +1,12 @@
-"""What runs *inside* the sandbox when the hub checks a published wheel.
+"""The hub's former, in-process check: kept only as the baseline of bench_hub_check.py.
 
-``python -m gymhub.hub.check_runner --site DIR --out FILE ENV_ID...`` imports the wheel
-installed under ``DIR`` (author code: this is why it runs sandboxed, without network)
-and writes the check ``details`` JSON to ``FILE``. A file rather than stdout, because
-the environment's own code may print anything.
+Do not use it to decide anything. It imports the author's wheel and writes the verdict
+from the same interpreter, so the code under check can rewrite that verdict (an
+``atexit`` hook that rewrites ``--out`` was enough to be signed "passed"). The hub now
+serves the wheel in the sandbox and checks it from its own process
+(:mod:`gymhub.hub.served_check`); this file measures what that costs against the old way.
 
-It first checks the wheel's ``Requires-Dist`` against what the sandbox can import: a
-dependency the hub cannot provide offline makes the result ``unchecked`` (the hub does
-not know), never ``failed`` (the author may be right) nor ``passed``.
+``python inprocess_check_runner.py --site DIR --out FILE ENV_ID...`` (inside the sandbox).
 """
 
 from __future__ import annotations
@@ -136,7 +135,7 @@ def run_checks(env_ids: Sequence[str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point inside the sandbox; always writes ``--out`` unless it crashes."""
-    p = argparse.ArgumentParser(prog="python -m gymhub.hub.check_runner")
+    p = argparse.ArgumentParser(prog="inprocess_check_runner.py")
     p.add_argument("--site", required=True, type=Path)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("env_ids", nargs="+")
