@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from gymhub.client import RemoteEnv
-from gymhub.envs import check_env, gold_policy, run_episode
+from gymhub.envs import TextEnv, check_env, gold_policy, run_episode
 from gymhub.envs.policies import noop_policy
 
 __all__ = ["GOLD_TASKS", "MAX_REPLY_BYTES", "check_served"]
@@ -44,6 +44,11 @@ _DETAIL_CHARS = 2000
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def _as_text_env(env: RemoteEnv) -> TextEnv:
+    """RemoteEnv offers TextEnv's whole public surface (tests/client/test_remote.py)."""
+    return cast(TextEnv, env)
 
 
 def _describe(env: RemoteEnv) -> dict[str, Any]:
@@ -93,7 +98,8 @@ def check_served(uds: str, env_ids: Sequence[str], *,
             add(f"{env_id}: loads", True, time.perf_counter() - t0, "")
             _reference_scores(env, env_id, add, gold, noop)
             try:
-                report = check_env(env, gold_tasks=GOLD_TASKS, raise_on_failure=False)
+                report = check_env(_as_text_env(env), gold_tasks=GOLD_TASKS,
+                               raise_on_failure=False)
             except Exception as exc:  # check_env catches per check; this is around them
                 add(f"{env_id}: check_env", False, 0.0, f"{type(exc).__name__}: {exc}")
                 continue
@@ -116,8 +122,9 @@ def _reference_scores(env: RemoteEnv, env_id: str, add: Any, gold: list[float],
     name = f"{env_id}: do-nothing policy scores below 1.0"
     try:
         tasks = env.tasks[:GOLD_TASKS]
-        scores = [run_episode(env, gold_policy, task_id=t.id).value or 0.0 for t in tasks]
-        nothing = [run_episode(env, noop_policy, task_id=t.id).value or 0.0 for t in tasks]
+        played = _as_text_env(env)
+        scores = [run_episode(played, gold_policy, task_id=t.id).value or 0.0 for t in tasks]
+        nothing = [run_episode(played, noop_policy, task_id=t.id).value or 0.0 for t in tasks]
     except Exception as exc:
         add(name, False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
         return
