@@ -15,6 +15,7 @@ the caller hands it in (``check`` and ``add_check_options``) instead.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -27,6 +28,34 @@ __all__ = ["CheckIds", "add_consumer_commands"]
 CheckIds = Callable[[Sequence[str], argparse.Namespace], bool]
 
 _HUB_HELP = "the hub's URL (default: $GYMHUB_HUB_URL)"
+
+#: The third-party modules each command imports, all from the ``hub`` extra.
+_NEEDS = {
+    "push": ("httpx",),
+    "yank": ("httpx",),
+    "search": ("httpx",),
+    "info": ("httpx",),
+    "install": ("httpx", "packaging", "cryptography"),
+}
+
+
+def _require_hub_extra(command: str) -> None:
+    """Refuse, naming the fix, when the hub extra this command imports is not installed.
+
+    Without it a plain ``pip install gymhub`` meets a ``ModuleNotFoundError`` traceback
+    from deep inside the client. The modules are looked up (``find_spec``), not imported,
+    and before any author code runs, so a module missing from *their* package is never
+    blamed on gymhub's extras.
+
+    Raises:
+        ConfigError: a module is missing.
+    """
+    missing = [m for m in _NEEDS[command] if importlib.util.find_spec(m) is None]
+    if missing:
+        from gymhub.errors import ConfigError
+
+        raise ConfigError(f"`gymhub {command}` needs the hub extra ({', '.join(missing)} "
+                          "is not installed): pip install 'gymhub[hub]'")
 
 
 def add_consumer_commands(sub: Any, *, check: CheckIds,
@@ -75,6 +104,7 @@ def add_consumer_commands(sub: Any, *, check: CheckIds,
 
 
 def _cmd_push(args: argparse.Namespace) -> int:
+    _require_hub_extra("push")
     from pathlib import Path
 
     from gymhub.hub.client import HubClient
@@ -102,6 +132,7 @@ def _cmd_push(args: argparse.Namespace) -> int:
 
 
 def _cmd_yank(args: argparse.Namespace) -> int:
+    _require_hub_extra("yank")
     from gymhub.hub.client import HubClient, parse_ref
 
     owner, name, version = parse_ref(args.ref, version=True)
@@ -112,6 +143,7 @@ def _cmd_yank(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    _require_hub_extra("search")
     from gymhub.hub.client import HubClient
 
     with HubClient.from_env(args.hub, need_token=False) as client:
@@ -122,6 +154,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    _require_hub_extra("info")
     from gymhub.hub.client import HubClient, format_package, parse_ref
 
     owner, name, _ = parse_ref(args.ref, version=False)
@@ -132,6 +165,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
+    _require_hub_extra("install")
     from gymhub.hub.client import parse_ref
     from gymhub.hub.install import install, install_locked
     from gymhub.hub.settings import HUB_URL_ENV

@@ -118,3 +118,45 @@ def test_env_check_on_a_file_that_registers_nothing_is_a_usage_error(tmp_path):
         out = subprocess.run([sys.executable, "-m", "gymhub.cli", "env", "check", name],
                              cwd=tmp_path, capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr
+
+
+def test_hub_user_commands_are_listed_and_building_the_parser_stays_light():
+    out = gymhub("--help")
+    for cmd in ("push", "install", "yank", "search", "info"):
+        assert cmd in out.stdout
+    code = ("import sys\nfrom gymhub.cli import _build_parser\n_build_parser()\n"
+            "print(','.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True, timeout=120).stdout.strip().split(","))
+    for heavy in ("httpx", "packaging", "cryptography", "gymhub.envs", "gymhub.hub.client",
+                  "gymhub.hub.install", "sqlalchemy"):
+        assert heavy not in loaded, heavy
+
+
+def test_install_passes_accept_new_key_apart_from_trust(monkeypatch, tmp_path):
+    import gymhub.hub.install as hub_install
+    from gymhub.cli import main
+
+    calls = []
+    monkeypatch.setattr(hub_install, "install", lambda ref, hub, **kw: calls.append((ref, hub, kw)))
+    monkeypatch.setattr(hub_install, "install_locked", lambda **kw: calls.append(kw))
+    lock = str(tmp_path / "gymhub.lock")
+    assert main(["install", "alice/word-ladder@0.1.0", "--hub", "http://h", "--accept-new-key",
+                 "--lock", lock]) == 0
+    assert main(["install", "--trust", "--lock", lock]) == 0
+    assert calls == [
+        (("alice", "word-ladder", "0.1.0"), "http://h",
+         {"trust": False, "accept_new_key": True, "target": None, "lock_path": lock}),
+        {"target": None, "lock_path": lock, "trust": True, "accept_new_key": False},
+    ]
+    help_text = gymhub("install", "--help").stdout
+    assert "--accept-new-key" in help_text and "--trust" in help_text
+
+
+def test_install_without_a_hub_is_a_usage_error():
+    import os
+
+    out = subprocess.run([sys.executable, "-m", "gymhub.cli", "install", "alice/x"],
+                         capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "GYMHUB_HUB_URL"})
+    assert out.returncode == 2 and "--hub URL or set GYMHUB_HUB_URL" in out.stderr
