@@ -53,6 +53,7 @@ __all__ = [
     "QueuedJob",
     "add_job",
     "claim",
+    "dequeue",
     "enqueue",
     "enqueue_unchecked",
     "finish",
@@ -255,6 +256,17 @@ def remove_jobs(session: Session, version_ids: Iterable[int]) -> int:
     gone = session.execute(sa.delete(CheckJob).where(CheckJob.version_id.in_(ids))
                            .execution_options(synchronize_session=False))
     return _rowcount(gone)
+
+
+def dequeue(db: HubDB, owner: str, name: str, version: str) -> bool:
+    """Drop a version's job (before an administrator deletes the version); ``True`` if any.
+
+    A worker already checking it finds the version gone when it records the result,
+    which it tolerates.
+    """
+    with db.write() as session:
+        found = _version_row(session, owner, name, version)
+        return found is not None and remove_jobs(session, [found[0]]) > 0
 
 
 def pending_count(db: HubDB) -> int:

@@ -5,8 +5,11 @@
 or test may connect as soon as that line appears.
 
 Token commands talk to the hub's database directly, so they are for whoever runs the hub;
-users get tokens from it. ``create`` prints the token alone on stdout, as its last line,
-and everything else on stderr, so ``TOKEN=$(gymhub hub token create ...)`` works.
+users get tokens from it. ``create`` and ``rotate`` print the token alone on stdout, as
+its last line, and everything else on stderr, so ``TOKEN=$(gymhub hub token create ...)``
+works. Tokens expire after 90 days unless ``--expires`` says otherwise (``never`` only
+when written out). ``delete`` is the administrator's takedown (malware, leaked secrets):
+the version goes, its ledger entry stays, so it can never be published again.
 
 ``serve`` signs check results with the key at ``--key`` (created on first start) and
 checks every new upload in the background; ``check`` reruns one version's check now;
@@ -62,6 +65,67 @@ def _cmd_token_revoke(args: argparse.Namespace) -> int:
     finally:
         db.close()
     print(f"revoked {info.prefix} of {info.owner!r}")
+    return 0
+
+
+def _cmd_token_rotate(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+    from typing import Literal
+
+    from gymhub.hub.tokens import parse_duration, rotate_token
+
+    expires: timedelta | Literal["same"] | None = (
+        "same" if args.expires is None else parse_duration(args.expires))
+    db = _db(args)
+    try:
+        info, token = rotate_token(db, args.token_id, expires_in=expires)
+    finally:
+        db.close()
+    old = args.token_id.removeprefix("ghub_").partition("_")[0]
+    until = f"{info.expires_at:%Y-%m-%d %H:%M}Z" if info.expires_at else "never"
+    print(f"revoked ghub_{old}; its replacement {info.prefix} for {info.owner!r} has scopes "
+          f"{', '.join(sorted(info.scopes))} and expires {until}. It is shown only once:",
+          file=sys.stderr)
+    print(token)
+    return 0
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import IntegrityError
+
+    from gymhub.errors import HubStoreError, InvalidHubInput
+    from gymhub.hub.blobs import FileBlobStore
+    from gymhub.hub.check_queue import dequeue
+    from gymhub.hub.store import HubStore
+
+    owner, _, name = args.ref.partition("/")
+    reason = args.reason.strip()
+    if not (owner and name):
+        raise InvalidHubInput(f"expected OWNER/NAME, not {args.ref!r}")
+    if not reason:
+        raise InvalidHubInput("a deletion needs a --reason (it is kept in the ledger)")
+    db = _db(args)
+    try:
+        store = HubStore(db, FileBlobStore(args.storage or default_storage(args.db)))
+        info = store.resolve(owner, name, f"=={args.version}")
+        checks = len(store.latest_checks(owner, name).keys() & {info.version})
+        for _ in range(3):  # a worker starting up may queue the version again meanwhile
+            dropped = dequeue(db, owner, name, info.version)
+            try:
+                store.delete_version(owner, name, info.version, reason)
+                break
+            except IntegrityError:
+                continue
+        else:
+            raise HubStoreError(f"{owner}/{name} {info.version} kept being queued; retry")
+    finally:
+        db.close()
+    print(f"deleted {info.owner}/{info.name} {info.version}: {info.filename} "
+          f"({info.size} bytes, sha256 {info.sha256}); check results removed: "
+          f"{'yes' if checks else 'none'}; queued check dropped: {'yes' if dropped else 'no'}")
+    print(f"the ledger keeps {info.owner}/{info.name} {info.version} -> {info.sha256} "
+          f"({reason!r}): it can never be published again; the file stays on disk until "
+          "'gymhub hub fsck --sweep'")
     return 0
 
 
@@ -186,7 +250,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="gymhub hub", description="run and administer a hub")
     sub = p.add_subparsers(dest="hub_command", required=True)
-    token = sub.add_parser("token", help="create, revoke and list API tokens")
+    token = sub.add_parser("token", help="create, rotate, revoke and list API tokens")
     tsub = token.add_subparsers(dest="token_command", required=True)
     db_help = "hub database URL (default: $GYMHUB_HUB_DB or ~/.local/share/gymhub/hub.db)"
 
@@ -231,11 +295,22 @@ def _parser() -> argparse.ArgumentParser:
     fsck.add_argument("--json", action="store_true", help="print the report as JSON")
     fsck.set_defaults(fn=_cmd_fsck)
 
+    delete = sub.add_parser("delete", help="take a version down for good (malware, leaks); "
+                                           "the ledger keeps its sha256 so it is never reused")
+    delete.add_argument("ref", metavar="OWNER/NAME")
+    delete.add_argument("version", metavar="VERSION")
+    delete.add_argument("--reason", required=True, help="why (kept in the ledger)")
+    delete.add_argument("--db", default=default_db_url(), help=db_help)
+    delete.add_argument("--storage", default=None,
+                        help="directory for wheel files (default: hub-files/ beside the db)")
+    delete.set_defaults(fn=_cmd_delete)
+
     create = tsub.add_parser("create", help="mint a token (creates the owner if needed)")
     create.add_argument("--owner", required=True, help="the namespace the token acts for")
     create.add_argument("--scope", action="append", choices=["read", "publish", "yank"],
                         help="repeat for several (default: read and publish)")
-    create.add_argument("--expires", default="never", help="lifetime: 30d, 12h, 1w, never")
+    create.add_argument("--expires", default="90d",
+                        help="lifetime: 30d, 12h, 1w (default 90d), or never (explicitly)")
     create.add_argument("--description", default="", help="a note shown in listings")
     create.add_argument("--db", default=default_db_url(), help=db_help)
     create.set_defaults(fn=_cmd_token_create)
@@ -244,6 +319,14 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("token_id")
     revoke.add_argument("--db", default=default_db_url(), help=db_help)
     revoke.set_defaults(fn=_cmd_token_revoke)
+
+    rotate = tsub.add_parser("rotate", help="replace a token by a new secret (same owner, "
+                                            "scopes, description) and revoke the old one")
+    rotate.add_argument("token_id", metavar="TOKEN_ID", help="its id or ghub_<id> prefix")
+    rotate.add_argument("--expires", default=None,
+                        help="the new token's lifetime (default: the old one's): 30d, never")
+    rotate.add_argument("--db", default=default_db_url(), help=db_help)
+    rotate.set_defaults(fn=_cmd_token_rotate)
 
     lst = tsub.add_parser("list", help="list an owner's tokens (never their secrets)")
     lst.add_argument("--owner", required=True)

@@ -26,6 +26,14 @@ so ``bob/coding-env`` was "already installed" by ``alice/coding-env``). The rule
   ``1``, ``o`` to ``0``) plus ``rn`` to ``m`` and ``vv`` to ``w``. Two different names
   with one skeleton are look-alikes; the storage layer refuses the second
   (:func:`check_not_lookalike`).
+* **One typo apart**: two environment names whose normal forms are one edit apart
+  (an insertion, deletion, substitution or swap of adjacent characters: optimal string
+  alignment distance 1, :func:`osa_distance`) are look-alikes too, whoever owns them,
+  once both have at least :data:`TYPO_MIN_LENGTH` characters (below that, one edit
+  separates most short names from each other). Only a *different* name can clash: an
+  owner re-publishing their name, or another owner using the very same name (ids are
+  owner-qualified), is not a look-alike. :func:`check_new_package_name` applies both
+  rules across every owner's packages inside the transaction that creates a package.
 
 Look-ups never resolve to a near name: :func:`did_you_mean` only *suggests*.
 """
@@ -37,20 +45,29 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
 from gymhub.errors import InvalidName, LookalikeName, ReservedName
+from gymhub.hub.db import Owner, Package
 
 __all__ = [
     "DIST_PREFIX",
     "ENV_NAME_MAX",
     "OWNER_MAX",
     "RESERVED_OWNERS",
+    "TYPO_MIN_LENGTH",
     "EnvId",
+    "check_new_package_name",
     "check_not_lookalike",
     "did_you_mean",
     "distribution_name",
     "find_lookalike",
+    "is_lookalike",
+    "lookalike_keys",
     "normalize",
     "not_found_message",
+    "osa_distance",
     "parse_distribution_name",
     "parse_env_id",
     "skeleton",
@@ -61,6 +78,8 @@ __all__ = [
 OWNER_MAX = 39
 ENV_NAME_MAX = 64
 DIST_PREFIX = "gymhub-env-"
+#: Names shorter than this are compared by skeleton only, never for one-typo distance.
+TYPO_MIN_LENGTH = 4
 
 #: Owners the hub keeps for its own routes, roles and brand (compared by skeleton too).
 RESERVED_OWNERS: frozenset[str] = frozenset({
@@ -226,30 +245,126 @@ def parse_distribution_name(dist: str) -> tuple[str, str]:
     return owner, name
 
 
-def find_lookalike(name: str, existing: Iterable[str]) -> str | None:
+def osa_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: edits (insert, delete, substitute, swap adjacent).
+
+    The textbook dynamic programme over two rows plus the one before (for swaps); names
+    are at most 64 characters, so this is a few thousand steps at most and runs only on
+    the handful of candidates :func:`lookalike_keys` lets through.
+    """
+    if a == b:
+        return 0
+    before: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], before[j - 2] + 1)
+        before, prev = prev, row
+    return prev[-1]
+
+
+def is_lookalike(name: str, other: str, *, typos: bool = False) -> bool:
+    """Whether ``other`` could be mistaken for ``name`` without being the same name.
+
+    Args:
+        name: the name being created, in any spelling.
+        other: an existing name; equal PEP 503 forms are the same name, never a clash.
+        typos: also count names one edit apart (environment names); owners compare by
+            skeleton only.
+    """
+    a, b = normalize(name), normalize(other)
+    if a == b:
+        return False
+    if skeleton(a) == skeleton(b):
+        return True
+    return (typos and min(len(a), len(b)) >= TYPO_MIN_LENGTH and abs(len(a) - len(b)) <= 1
+            and osa_distance(a, b) == 1)
+
+
+def find_lookalike(name: str, existing: Iterable[str], *, typos: bool = False) -> str | None:
     """The first of ``existing`` that looks like ``name`` without being the same name.
 
     "The same name" means equal PEP 503 forms: re-using one's own name is not a clash.
+    ``typos`` adds the one-edit rule (:func:`is_lookalike`).
     """
-    key, canon = skeleton(name), normalize(name)
-    for other in existing:
-        if skeleton(other) == key and normalize(other) != canon:
-            return other
-    return None
+    return next((other for other in existing if is_lookalike(name, other, typos=typos)), None)
 
 
-def check_not_lookalike(kind: str, name: str, existing: Iterable[str]) -> None:
-    """Refuse a new ``name`` that looks like one of ``existing`` (same skeleton).
+def check_not_lookalike(kind: str, name: str, existing: Iterable[str], *,
+                        typos: bool = False) -> None:
+    """Refuse a new ``name`` that looks like one of ``existing`` (see :func:`is_lookalike`).
 
-    The storage layer calls this inside the transaction that creates the owner or the
-    environment, with the names it already holds in that scope (all owners; the owner's
-    environments).
+    The storage layer calls this inside the transaction that creates the owner, with the
+    owners it already holds; packages go through :func:`check_new_package_name`.
 
     Raises:
         LookalikeName: naming the existing name it would be confused with.
     """
-    if (other := find_lookalike(name, existing)) is not None:
+    if (other := find_lookalike(name, existing, typos=typos)) is not None:
         raise LookalikeName(kind, name, other)
+
+
+_NAME_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789-"
+
+
+def lookalike_keys(name: str) -> set[str]:
+    """Every skeleton a stored name must have to be a look-alike of ``name``.
+
+    A stored name one edit from ``normalize(name)`` *is* one of that form's one-edit
+    neighbours, so its skeleton is the skeleton of a neighbour: looking the skeletons of
+    all neighbours up in the indexed ``packages.skeleton`` column finds every candidate,
+    and only candidates. At 64 characters that is about 4,800 neighbours and fewer
+    distinct skeletons, computed in a few milliseconds, against a scan of every package
+    on the hub; a short name has only its own skeleton (the one-edit rule starts at
+    :data:`TYPO_MIN_LENGTH` characters).
+    """
+    norm = normalize(name)
+    keys = {skeleton(norm)}
+    if len(norm) + 1 < TYPO_MIN_LENGTH:
+        return keys
+    for i in range(len(norm) + 1):
+        head, tail = norm[:i], norm[i:]
+        keys.update(skeleton(head + c + tail) for c in _NAME_ALPHABET)  # insertions
+        if tail:
+            rest = tail[1:]
+            keys.add(skeleton(head + rest))  # deletion
+            keys.update(skeleton(head + c + rest) for c in _NAME_ALPHABET)  # substitutions
+            if rest:
+                keys.add(skeleton(head + rest[0] + tail[0] + rest[1:]))  # adjacent swap
+    return keys
+
+
+_KEY_CHUNK = 500  # bound parameters per query, well under every backend's limit
+_NAMES_LOCK = 0x67796D6875626E6D  # "gymhubnm": one PostgreSQL advisory lock for creates
+
+
+def check_new_package_name(session: Session, name: str) -> None:
+    """Refuse a new package ``name`` that looks like any owner's existing package.
+
+    Call it inside the transaction that creates the package. On PostgreSQL it first
+    takes a transaction-scoped advisory lock, so two look-alike creates by different
+    owners queue rather than both passing (new packages are rare: a hub-wide lock costs
+    nothing); SQLite's write transactions are serial already. Candidates come from the
+    ``packages.skeleton`` index (:func:`lookalike_keys`), then :func:`is_lookalike`
+    decides on the few it finds.
+
+    Raises:
+        LookalikeName: ``existing`` names the package as ``owner/name``.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(sa.select(sa.func.pg_advisory_xact_lock(_NAMES_LOCK)))
+    keys = sorted(lookalike_keys(name))
+    for start in range(0, len(keys), _KEY_CHUNK):
+        found = session.execute(
+            sa.select(Owner.name, Package.name).join(Owner, Package.owner_id == Owner.id)
+            .where(Package.skeleton.in_(keys[start:start + _KEY_CHUNK]))
+            .order_by(Owner.name, Package.normalized_name))
+        for owner, other in found:
+            if is_lookalike(name, other, typos=True):
+                raise LookalikeName("env_name", name, f"{owner}/{other}")
 
 
 def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:

@@ -28,6 +28,8 @@ import binascii
 import hashlib
 import json
 import os
+import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -111,37 +113,91 @@ class HubKey:
 
     @classmethod
     def load_or_create(cls, path: str | os.PathLike[str]) -> HubKey:
-        """Load the key at ``path``, creating it (mode 0600, atomically) when absent.
+        """Load the key at ``path``, creating it (mode 0600, race-free) when absent.
 
-        Creating on first start means an operator never runs a hub that cannot sign;
-        ``O_EXCL`` makes two hubs started together agree on one key.
+        Creating on first start means an operator never runs a hub that cannot sign.
+        The new key is written and fsynced under a temporary name created with
+        ``O_CREAT | O_EXCL`` and mode 0600, then hard-linked to ``path``; the link fails
+        when the path exists, so of two hubs started together exactly one key wins, the
+        loser loads it, and no reader ever sees a half-written file (a crash leaves only
+        the temporary file). A key others could read could sign for the hub, and one
+        others could write could be swapped for theirs: both are refused, not fixed
+        silently, because the key may already have leaked.
 
         Raises:
-            ConfigError: the file exists but is not an unencrypted ed25519 PEM key.
+            ConfigError: the file is readable or writable by group or others, or is not
+                an unencrypted ed25519 PEM key.
         """
         target = Path(path).expanduser()
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            key = cls.generate()
-            pem = key.private.private_bytes(serialization.Encoding.PEM,
-                                            serialization.PrivateFormat.PKCS8,
-                                            serialization.NoEncryption())
-            try:
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                return cls.load_or_create(target)  # another process won: use its key
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(pem)
-                fh.flush()
-                os.fsync(fh.fileno())
-            return key
         try:
-            loaded = serialization.load_pem_private_key(target.read_bytes(), password=None)
+            return cls._load(target)
+        except FileNotFoundError:
+            pass
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = cls.generate()
+        if not _publish_new(target, key.private.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption())):
+            try:
+                return cls._load(target)  # another process won: use its key
+            except FileNotFoundError:  # e.g. a dangling symbolic link in the way
+                raise ConfigError(f"cannot create the hub key at {target}: the name is "
+                                  "taken by something that is not a file") from None
+        return key
+
+    @classmethod
+    def _load(cls, target: Path) -> HubKey:
+        """The key in ``target``, its permissions checked on the open file (no race)."""
+        fd = os.open(target, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise ConfigError(f"the hub key {target} is not a regular file")
+            if mode & 0o066:
+                raise ConfigError(
+                    f"the hub key {target} is readable or writable by group or others (mode "
+                    f"{stat.S_IMODE(mode):04o}); it may have leaked: replace it, or if you are "
+                    f"sure it did not, run 'chmod 600 {target}'")
+            data = fh.read()
+        try:
+            loaded = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{target} is not an unencrypted PEM private key: {exc}") from exc
         if not isinstance(loaded, Ed25519PrivateKey):
             raise ConfigError(f"{target} holds a {type(loaded).__name__}, not an ed25519 key")
         return cls(loaded)
+
+
+def _publish_new(target: Path, data: bytes) -> bool:
+    """Make ``target`` hold ``data`` (mode 0600) unless it exists; ``True`` if we made it."""
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, target)  # atomic, and refuses to replace an existing key
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here: create the name itself exclusively
+            try:
+                out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return False
+            with os.fdopen(out, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+    finally:
+        tmp.unlink(missing_ok=True)
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the new name survives a power cut
+    finally:
+        os.close(dir_fd)
+    return True
 
 
 def statement_for(version: VersionInfo, check: CheckInfo) -> dict[str, Any]:

@@ -21,9 +21,10 @@ winner's row and reports a no-op (same bytes) or :class:`~gymhub.errors.VersionC
 On SQLite, write transactions begin ``IMMEDIATE`` and so queue instead of failing.
 
 Names and wheels arrive already validated by the archive checker. Owners follow
-:func:`gymhub.hub.names.validate_owner`; a new package whose look-alike skeleton equals
-one of its owner's packages is refused (:class:`~gymhub.errors.LookalikeName`) inside the
-transaction that would create it, the owner row locked so two such creates serialise.
+:func:`gymhub.hub.names.validate_owner`; a new package whose name looks like any owner's
+package (same skeleton, or one typo apart: :func:`gymhub.hub.names.check_new_package_name`)
+is refused (:class:`~gymhub.errors.LookalikeName`) inside the transaction that would
+create it, under a lock so two such creates serialise.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from gymhub.errors import (
 )
 from gymhub.hub.blobs import BlobStore, FileBlobStore, check_sha256
 from gymhub.hub.db import CHECK_STATUSES, CheckResult, HubDB, LedgerEntry, Owner, Package, Version
-from gymhub.hub.names import check_not_lookalike
+from gymhub.hub.names import check_new_package_name
 from gymhub.hub.records import (
     CheckInfo,
     PackageInfo,
@@ -118,7 +119,7 @@ class HubStore:
             VersionConflict: the version exists with other bytes, or was deleted.
             OwnerNotFound: no such owner.
             InvalidName: a malformed owner; LookalikeName: a new package that looks like
-                one of the owner's packages.
+                any owner's package (look-alike characters, or one typo apart).
             InvalidHubInput: a malformed name, version, digest or filename.
         """
         check_owner_name(owner)
@@ -208,11 +209,9 @@ class HubStore:
         package = session.scalar(query)
         if package is not None:
             return package
-        # Lock the owner row so two look-alike creates in one namespace queue (PostgreSQL;
-        # SQLite's write transactions are serial already), then refuse a confusable name.
-        session.execute(sa.select(Owner.id).where(Owner.id == owner_id).with_for_update())
-        taken = session.scalars(sa.select(Package.name).where(Package.owner_id == owner_id))
-        check_not_lookalike("env_name", wheel.name, list(taken))
+        # Refuse a name confusable with any owner's package (indexed candidates only);
+        # on PostgreSQL it takes a lock first, so two look-alike creates queue.
+        check_new_package_name(session, wheel.name)
         try:
             with session.begin_nested():
                 package = Package(owner_id=owner_id, name=wheel.name, normalized_name=norm,

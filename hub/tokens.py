@@ -12,6 +12,13 @@ lookup and one comparison instead of a scan over every stored digest, and the fi
 (:func:`hmac.compare_digest`), so a stolen database does not yield working tokens and the
 timing of a refusal does not reveal a prefix.
 
+**Lifetime.** Tokens expire: 90 days unless the caller asks otherwise, and "never" only
+when said explicitly (``expires_in=None``, ``--expires never``), so a token pasted into a
+CI secret years ago and forgotten does not keep publishing forever.
+:func:`rotate_token` replaces a token's secret (same owner, scopes, description and
+lifetime) and revokes the old one in one transaction: there is no moment with both or
+neither.
+
 **Refusals** (each its own :class:`~gymhub.errors.TokenError`): malformed, unknown id or
 wrong secret are all :class:`~gymhub.errors.TokenInvalid` on purpose: a client must not be
 able to tell whether an id exists. Then revoked, expired, another owner's namespace, and
@@ -28,6 +35,7 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -46,6 +54,7 @@ from gymhub.hub.db import SCOPES, HubDB, Owner, Token
 from gymhub.hub.names import check_not_lookalike, validate_owner
 
 __all__ = [
+    "DEFAULT_LIFETIME",
     "TOKEN_PREFIX",
     "TokenInfo",
     "authenticate",
@@ -56,6 +65,7 @@ __all__ = [
     "parse_duration",
     "parse_scopes",
     "revoke_token",
+    "rotate_token",
 ]
 
 TOKEN_PREFIX = "ghub_"
@@ -66,6 +76,8 @@ _TOKEN = re.compile(rf"{TOKEN_PREFIX}([0-9a-f]{{16}})_([A-Za-z0-9]{{{_SECRET_LEN
 LAST_USED_GRANULARITY = timedelta(minutes=1)
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: A new token's lifetime unless the caller names another (or explicitly none).
+DEFAULT_LIFETIME = timedelta(days=90)
 
 
 @dataclass(frozen=True)
@@ -129,11 +141,14 @@ def parse_scopes(scopes: Iterable[str]) -> frozenset[str]:
 def parse_duration(text: str) -> timedelta | None:
     """``"30d"``, ``"12h"``, ``"1w2d"``, ``"90m"``, ``"3600s"``; ``"never"`` is ``None``.
 
+    "No expiry" must be spelled out (``never`` or ``none``): an empty value is refused
+    rather than read as forever.
+
     Raises:
         InvalidHubInput: anything else, or a zero duration.
     """
     text = text.strip().lower()
-    if text in {"never", "none", ""}:
+    if text in {"never", "none"}:
         return None
     parts = _DURATION.findall(text)
     if not parts or "".join(f"{n}{u}" for n, u in parts) != text.replace(" ", ""):
@@ -165,8 +180,20 @@ def ensure_owner(session: Session, name: str, now: datetime) -> Owner:
         return session.scalars(sa.select(Owner).where(Owner.name == name)).one()
 
 
+def _new_secret() -> tuple[str, str]:
+    """``(id, token)`` of a fresh token (see the module docstring for the format)."""
+    token_id = secrets.token_hex(8)
+    return token_id, f"{TOKEN_PREFIX}{token_id}_" + "".join(
+        secrets.choice(_ALPHABET) for _ in range(_SECRET_LEN))
+
+
+def _check_lifetime(expires_in: timedelta | None) -> None:
+    if expires_in is not None and expires_in <= timedelta(0):
+        raise InvalidHubInput("a token's lifetime must be positive")
+
+
 def create_token(db: HubDB, owner: str, scopes: Iterable[str] = ("read", "publish"), *,
-                 expires_in: timedelta | None = None,
+                 expires_in: timedelta | None = DEFAULT_LIFETIME,
                  description: str = "") -> tuple[TokenInfo, str]:
     """Mint a token for ``owner``, creating the owner if needed.
 
@@ -174,18 +201,16 @@ def create_token(db: HubDB, owner: str, scopes: Iterable[str] = ("read", "publis
         db: the hub database.
         owner: the namespace the token may act for.
         scopes: what it may do; yank must be asked for explicitly.
-        expires_in: lifetime from now; ``None`` never expires (revoke it instead).
+        expires_in: lifetime from now, :data:`DEFAULT_LIFETIME` (90 days) unless given;
+            ``None`` never expires and must be asked for explicitly (revoke it instead).
         description: a note for the owner's listing (where it is used, say).
 
     Returns:
         ``(info, token)``; ``token`` is the only copy of the secret, shown once.
     """
     wanted = parse_scopes(scopes)
-    if expires_in is not None and expires_in <= timedelta(0):
-        raise InvalidHubInput("a token's lifetime must be positive")
-    token_id = secrets.token_hex(8)
-    token = f"{TOKEN_PREFIX}{token_id}_" + "".join(
-        secrets.choice(_ALPHABET) for _ in range(_SECRET_LEN))
+    _check_lifetime(expires_in)
+    token_id, token = _new_secret()
     now = db.clock()
     with db.write() as session:
         row = Token(id=token_id, owner_id=ensure_owner(session, owner, now).id,
@@ -195,6 +220,56 @@ def create_token(db: HubDB, owner: str, scopes: Iterable[str] = ("read", "publis
                     revoked_at=None, last_used_at=None)
         session.add(row)
     return _info(row, owner), token
+
+
+def rotate_token(db: HubDB, token_id: str, *, owner: str | None = None,
+                 expires_in: timedelta | Literal["same"] | None = "same",
+                 ) -> tuple[TokenInfo, str]:
+    """Replace a token by a new secret with the same owner, scopes and description.
+
+    The new token is inserted and the old one revoked in one transaction, so a client
+    switching over never sees both refused, and a leaked secret stops working the moment
+    the new one exists. Rotating an expired token renews it; a revoked one is refused
+    (revocation is final: mint a new token instead).
+
+    Args:
+        db: the hub database.
+        token_id: the old token's id, or its visible prefix ``ghub_<id>``.
+        owner: when given, only that owner's token may be rotated (as in
+            :func:`revoke_token`).
+        expires_in: the new token's lifetime; by default the old token's own lifetime
+            (``expires_at - created_at``, or never if it never expired) counted from now.
+
+    Returns:
+        ``(info, token)`` of the new token; ``token`` is the only copy of its secret.
+
+    Raises:
+        TokenInvalid: no such token (or not ``owner``'s).
+        TokenRevoked: the token was revoked.
+    """
+    old_id = token_id.removeprefix(TOKEN_PREFIX).partition("_")[0]
+    new_id, token = _new_secret()
+    now = db.clock()
+    with db.write() as session:
+        found = session.execute(
+            sa.select(Token, Owner.name).join(Owner).where(Token.id == old_id)
+        ).first()
+        if found is None or (owner is not None and found[1] != owner):
+            raise TokenInvalid(f"no token with id {old_id!r}")
+        old, owner_name = found
+        if old.revoked_at is not None:
+            raise TokenRevoked(f"token {TOKEN_PREFIX}{old.id} was revoked; revocation is "
+                               "final, create a new token instead")
+        lifetime = expires_in if expires_in != "same" else (
+            None if old.expires_at is None else old.expires_at - old.created_at)
+        _check_lifetime(lifetime)
+        row = Token(id=new_id, owner_id=old.owner_id, secret_sha256=_digest(token),
+                    scopes=old.scopes, description=old.description, created_at=now,
+                    expires_at=None if lifetime is None else now + lifetime,
+                    revoked_at=None, last_used_at=None)
+        session.add(row)
+        old.revoked_at = now
+    return _info(row, owner_name), token
 
 
 def authenticate(db: HubDB, token: str, scope: str, *, owner: str | None) -> TokenInfo:

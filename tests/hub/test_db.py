@@ -10,7 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from gymhub.hub.db import Base, HubDB, Owner, connect, default_db_url
 from gymhub.hub.migrations import HEAD, current, downgrade, upgrade
 
-TABLES = {"owners", "tokens", "packages", "versions", "version_ledger", "check_results"}
+TABLES = {"owners", "tokens", "packages", "versions", "version_ledger", "check_results",
+          "check_jobs"}
 
 
 def _diff(engine):

@@ -11,8 +11,11 @@ from gymhub.hub.names import (
     did_you_mean,
     distribution_name,
     find_lookalike,
+    is_lookalike,
+    lookalike_keys,
     normalize,
     not_found_message,
+    osa_distance,
     parse_distribution_name,
     parse_env_id,
     skeleton,
@@ -113,3 +116,90 @@ def test_did_you_mean_suggests_but_never_resolves():
     assert did_you_mean("zzz", known) == []
     msg = not_found_message("environment", "alice/wrodle", known)
     assert msg.startswith("no environment 'alice/wrodle' on the hub.") and "Did you mean" in msg
+
+
+@pytest.mark.parametrize(("a", "b", "d"), [
+    ("wordle", "wordle", 0), ("wordle", "wordles", 1), ("wordle", "wordl", 1),
+    ("wordle", "wordla", 1), ("wordle", "wrodle", 1), ("wordle", "owrdle", 1),
+    ("kitten", "sitting", 3), ("ca", "abc", 3), ("", "abc", 3), ("abcd", "badc", 2),
+])
+def test_optimal_string_alignment_distance(a, b, d):
+    assert osa_distance(a, b) == d == osa_distance(b, a)
+
+
+def test_one_typo_apart_is_a_look_alike_for_environment_names_only():
+    for near in ("wordel", "wordles", "wordl", "wordla", "wrodle", "w-ordle"):
+        assert is_lookalike("wordle", near, typos=True), near
+    assert not is_lookalike("wordle", "wordel")  # owners: skeleton only
+    assert not is_lookalike("wordle", "Wordle", typos=True)  # the same name, respelled
+    assert not is_lookalike("wordle", "worlds", typos=True)  # two edits
+    assert not is_lookalike("go", "gp", typos=True)  # too short for the typo rule ...
+    assert is_lookalike("go", "g0", typos=True)  # ... but not for look-alike characters
+    assert find_lookalike("wordel", ["chess", "wordle"], typos=True) == "wordle"
+    with pytest.raises(LookalikeName):
+        check_not_lookalike("env_name", "chesss", ["chess"], typos=True)
+
+
+def test_the_candidate_keys_cover_every_one_edit_neighbour():
+    name = "word-ladder"
+    keys = lookalike_keys(name)
+    neighbours = ["word-laddr", "word-ladders", "wrod-ladder", "word-1adder", "wordladder",
+                  "word-lbdder", "xword-ladder", "word-laddre", "w0rd-ladder"]
+    for near in neighbours:
+        assert skeleton(near) in keys, near
+    assert lookalike_keys("go") == {skeleton("go")}
+    assert len(lookalike_keys("x" * 64)) < 5000
+
+
+def _publish(store, owner, name, version="1.0.0"):
+    from .conftest import wheel
+
+    return store.publish(owner, *wheel(name, version, owner=owner)).version
+
+
+def test_the_store_refuses_look_alikes_across_owners_but_not_the_same_name(store):
+    from gymhub.hub.tokens import create_token
+
+    for owner in ("alice", "bob"):
+        create_token(store.db, owner)
+    _publish(store, "alice", "wordle")
+    for near in ("wordel", "word1e", "wordles", "Word_le"):
+        with pytest.raises(LookalikeName) as info:
+            _publish(store, "bob", near)
+        assert info.value.existing == "alice/wordle"
+    with pytest.raises(LookalikeName, match="alice/wordle"):
+        _publish(store, "alice", "wrodle")  # one's own near name too
+    assert _publish(store, "bob", "wordle").owner == "bob"  # ids are owner-qualified
+    assert _publish(store, "alice", "Wordle", "2.0").version == "2.0"  # re-publishing
+    assert _publish(store, "bob", "chess").name == "chess"
+    assert _publish(store, "bob", "go").name == "go"
+    assert _publish(store, "alice", "gp").name == "gp"  # short names: skeleton rule only
+
+
+def test_the_look_alike_query_reads_the_skeleton_index(tmp_path):
+    import sqlalchemy as sa
+
+    from gymhub.hub.blobs import FileBlobStore
+    from gymhub.hub.db import HubDB
+    from gymhub.hub.store import HubStore
+    from gymhub.hub.tokens import create_token
+
+    db = HubDB(f"sqlite:///{tmp_path / 'hub.db'}")
+    store = HubStore(db, FileBlobStore(tmp_path / "blobs"))
+    create_token(db, "alice")
+    for i in range(30):
+        _publish(store, "alice", f"env-{i:03d}-x{i}")
+    seen: list[tuple[str, object]] = []
+    sa.event.listen(db.engine, "before_cursor_execute",
+                    lambda conn, cur, stmt, params, ctx, many: seen.append((stmt, params)))
+    _publish(store, "alice", "brand-new-name")
+    package_reads = [(s, p) for s, p in seen if "FROM packages" in s and "SELECT" in s]
+    lookups = [(s, p) for s, p in package_reads if "packages.skeleton IN" in s]
+    assert lookups, package_reads
+    with db.engine.connect() as conn:
+        for stmt, params in lookups:
+            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {stmt}", params).all()
+            assert any("ix_packages_skeleton" in str(row) for row in plan), plan
+    # nothing else read the package table without a key
+    assert all("WHERE" in s for s, _ in package_reads)
+    db.close()

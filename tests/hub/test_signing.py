@@ -81,3 +81,72 @@ def test_key_file_is_private_and_reloads_to_the_same_key(tmp_path):
     assert again.key_id == first.key_id and again.public_json() == first.public_json()
     s = _statement()
     verify_statement(first.public_json()["public_key"], s, sign_statement(again, s))
+
+
+def test_two_hubs_starting_together_end_up_with_one_key(tmp_path, monkeypatch):
+    """The loser of the race loads the winner's key; nobody sees a half-written file."""
+    import os
+
+    path = tmp_path / "hub-key.pem"
+    real_fsync, inner = os.fsync, []
+
+    def fsync_while_another_hub_starts(fd):
+        real_fsync(fd)
+        if not inner:  # our key is written but not yet linked: the other hub runs now
+            inner.append(None)
+            assert not path.exists()  # never a partial key under the real name
+            inner[0] = HubKey.load_or_create(path)
+
+    monkeypatch.setattr(os, "fsync", fsync_while_another_hub_starts)
+    outer = HubKey.load_or_create(path)
+    assert inner[0] is not None and outer.key_id == inner[0].key_id
+    assert HubKey.load_or_create(path).key_id == outer.key_id
+    assert [p.name for p in tmp_path.iterdir()] == ["hub-key.pem"]  # no temporary left
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_concurrent_processes_agree_on_one_key(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    path, go = tmp_path / "k" / "hub-key.pem", tmp_path / "go"
+    code = ("import os, sys, time\n"
+            "while not os.path.exists(sys.argv[2]): time.sleep(0.001)\n"
+            "from gymhub.hub.signing import HubKey\n"
+            "print(HubKey.load_or_create(sys.argv[1]).key_id)\n")
+    from gymhub.hub import signing  # noqa: F401  (warm the import cache for the children)
+
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(go)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    time.sleep(1.0)  # let them all import and spin
+    go.touch()
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    assert len({out.strip() for out, _ in outs}) == 1
+    assert outs[0][0].strip() == HubKey.load_or_create(path).key_id
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666])
+def test_a_key_others_can_read_or_write_is_refused(tmp_path, mode):
+    from gymhub.errors import ConfigError
+
+    path = tmp_path / "hub-key.pem"
+    HubKey.load_or_create(path)
+    path.chmod(mode)
+    with pytest.raises(ConfigError, match="group or others") as info:
+        HubKey.load_or_create(path)
+    assert "chmod 600" in str(info.value)
+    path.chmod(0o400)
+    HubKey.load_or_create(path)  # owner-only is fine, read-only too
+
+
+def test_a_file_that_is_not_a_key_is_refused(tmp_path):
+    from gymhub.errors import ConfigError
+
+    path = tmp_path / "hub-key.pem"
+    path.write_bytes(b"not a key")
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match="not an unencrypted PEM"):
+        HubKey.load_or_create(path)

@@ -30,6 +30,7 @@ from gymhub.hub.tokens import (
     parse_duration,
     parse_scopes,
     revoke_token,
+    rotate_token,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +148,7 @@ def test_durations(text, seconds):
     assert parse_duration(text) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("bad", ["30", "d", "30x", "-1d", "0d", "1d junk"])
+@pytest.mark.parametrize("bad", ["30", "d", "30x", "-1d", "0d", "1d junk", "", "  "])
 def test_bad_durations(bad):
     with pytest.raises(InvalidHubInput):
         parse_duration(bad)
@@ -217,3 +218,117 @@ def test_a_new_owner_that_looks_like_an_existing_one_is_refused(db):
     with pytest.raises(LookalikeName, match="alice"):
         create_token(db, "a1ice")
     create_token(db, "alice")  # the same owner again is fine
+
+
+def test_tokens_expire_in_90_days_unless_never_is_asked_for(db):
+    info, _ = create_token(db, "alice")
+    assert info.expires_at is not None
+    assert info.expires_at - info.created_at == timedelta(days=90)
+    forever, _ = create_token(db, "alice", expires_in=None)
+    assert forever.expires_at is None
+
+
+def test_rotation_replaces_the_secret_and_revokes_the_old_one_at_once(db_url):
+    now = [utcnow()]
+    db = HubDB(db_url, clock=lambda: now[0])
+    old, old_token = create_token(db, "alice", ["read", "yank"], description="ci",
+                                  expires_in=timedelta(days=30))
+    now[0] += timedelta(days=10)
+    new, new_token = rotate_token(db, old.prefix)
+    assert new.id != old.id and new_token != old_token
+    assert (new.owner, new.scopes, new.description) == ("alice", {"read", "yank"}, "ci")
+    assert new.created_at == now[0] and new.expires_at == now[0] + timedelta(days=30)
+    assert authenticate(db, new_token, "yank", owner="alice").id == new.id
+    with pytest.raises(TokenRevoked):
+        authenticate(db, old_token, "read", owner="alice")
+    with pytest.raises(TokenRevoked, match="final"):
+        rotate_token(db, old.id)
+    forever = rotate_token(db, new.id, expires_in=None)[0]
+    assert forever.expires_at is None and rotate_token(db, forever.id)[0].expires_at is None
+    db.close()
+
+
+def test_an_expired_token_can_be_renewed_by_rotation_but_only_by_its_owner(db_url):
+    now = [utcnow()]
+    db = HubDB(db_url, clock=lambda: now[0])
+    old, _ = create_token(db, "alice", expires_in=timedelta(days=1))
+    create_token(db, "bob")
+    now[0] += timedelta(days=2)
+    with pytest.raises(TokenInvalid):
+        rotate_token(db, old.id, owner="bob")
+    with pytest.raises(TokenInvalid):
+        rotate_token(db, "0" * 16)
+    _, token = rotate_token(db, old.id, owner="alice")
+    assert authenticate(db, token, "read", owner="alice").owner == "alice"
+    db.close()
+
+
+def test_cli_defaults_to_90_days_says_never_only_when_asked_and_rotates(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hub.db'}"
+    default = _cli("token", "create", "--owner", "alice", "--description", "laptop",
+                   "--db", url)
+    assert default.returncode == 0, default.stderr
+    db = HubDB(url)
+    info = authenticate(db, default.stdout.strip().splitlines()[-1], "read", owner="alice")
+    assert info.expires_at - info.created_at == timedelta(days=90)
+    never = _cli("token", "create", "--owner", "alice", "--expires", "never", "--db", url)
+    assert never.returncode == 0 and "expires never" in never.stderr
+    empty = _cli("token", "create", "--owner", "alice", "--expires", "", "--db", url)
+    assert empty.returncode == 2 and "invalid duration" in empty.stderr
+
+    rotated = _cli("token", "rotate", info.prefix, "--db", url)
+    assert rotated.returncode == 0, rotated.stderr
+    new_token = rotated.stdout.strip().splitlines()[-1]
+    assert f"revoked {info.prefix}" in rotated.stderr
+    new = authenticate(db, new_token, "publish", owner="alice")
+    assert new.description == "laptop" and new.scopes == info.scopes
+    with pytest.raises(TokenRevoked):
+        authenticate(db, default.stdout.strip().splitlines()[-1], "read", owner="alice")
+    again = _cli("token", "rotate", info.id, "--db", url)
+    assert again.returncode == 2 and "revoked" in again.stderr
+    db.close()
+
+
+# ---------------------------------------------------------------- admin takedown (CLI)
+def test_cli_delete_takes_a_version_down_and_the_ledger_keeps_it_forever(tmp_path):
+    from gymhub.errors import VersionConflict, VersionNotFound
+    from gymhub.hub.blobs import FileBlobStore
+    from gymhub.hub.check_queue import enqueue, pending_count
+    from gymhub.hub.db import LedgerEntry
+    from gymhub.hub.store import HubStore
+
+    from .conftest import wheel
+
+    url, files = f"sqlite:///{tmp_path / 'hub.db'}", tmp_path / "files"
+    store = HubStore(HubDB(url), FileBlobStore(files))
+    create_token(store.db, "alice")
+    original = wheel("wordle", "1.0.0")
+    bad = store.publish("alice", *original).version
+    store.publish("alice", *wheel("wordle", "1.1.0"))
+    store.record_check("alice", "wordle", "1.0.0", "failed", {})
+    assert enqueue(store.db, "alice", "wordle", "1.0.0")  # queued for a re-check too
+
+    out = _cli("delete", "alice/wordle", "1.0", "--reason", "malware", "--db", url,
+               "--storage", str(files))
+    assert out.returncode == 0, out.stderr
+    assert bad.sha256 in out.stdout and bad.filename in out.stdout
+    assert "never be published again" in out.stdout and "queued check dropped: yes" in out.stdout
+    with pytest.raises(VersionNotFound):
+        store.resolve("alice", "wordle", "==1.0.0")
+    assert [v.version for v in store.list_versions("alice", "wordle")] == ["1.1.0"]
+    assert pending_count(store.db) == 0
+    with store.db.read() as s:
+        entry = s.get(LedgerEntry, ("alice", "wordle", "1"))
+        assert entry.sha256 == bad.sha256 and entry.delete_reason == "malware"
+        assert entry.deleted_at is not None
+    for desc, data in (wheel("wordle", "1.0.0", data=b"other bytes"), original):
+        with pytest.raises(VersionConflict, match="deleted"):  # other bytes, or the same
+            store.publish("alice", desc, data)
+    store.db.close()
+
+    again = _cli("delete", "alice/wordle", "1.0.0", "--reason", "x", "--db", url,
+                 "--storage", str(files))
+    assert again.returncode == 2 and "no version" in again.stderr
+    no_reason = _cli("delete", "alice/wordle", "1.1.0", "--reason", " ", "--db", url,
+                     "--storage", str(files))
+    assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
