@@ -8,8 +8,6 @@ an upload is checked in the background and its result served signed.
 
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -144,32 +142,3 @@ def test_a_check_over_its_time_is_unchecked_with_the_reason(store, wheels):
     result = check_version(store, "alice", v.name, v.version, timeout_s=0.5)
     assert result.status == "unchecked"
     assert "timeout" in result.details["reason"] or "limit" in result.details["reason"]
-
-
-def test_a_full_queue_and_a_crashed_check_are_recorded_unchecked(store, wheels):
-    v = _publish(store, wheels["good"])
-    release = threading.Event()
-
-    class Held(CheckWorker):
-        """The real worker, its thread held on the first check so the queue fills."""
-
-        def _check(self, owner, name, version):
-            release.wait(60)
-            super()._check(owner, name, version)
-
-    worker = Held(store, maxsize=1, timeout_s=120)
-    # The blob is gone: the checker itself crashes on the read, which must be recorded.
-    store.blobs.path(v.sha256).unlink()
-    assert worker.submit("alice", v.name, v.version)       # taken by the thread, held
-    deadline = time.monotonic() + 10
-    while worker._queue.qsize() and time.monotonic() < deadline:  # the thread takes it
-        time.sleep(0.01)
-    assert worker.submit("alice", v.name, "9.9.9")         # waits in the queue
-    assert not worker.submit("alice", v.name, v.version)   # full: recorded at once
-    full = store.latest_check("alice", v.name, v.version)
-    assert full.status == "unchecked" and "queue was full" in full.details["reason"]
-    release.set()
-    assert worker.wait(60)
-    worker.close()
-    crashed = store.latest_check("alice", v.name, v.version)
-    assert crashed.status == "unchecked" and "the checker failed" in crashed.details["reason"]
