@@ -54,8 +54,11 @@ def make(env_id: str, **kwargs: Any) -> Env[list[Message], Message]:
     ``server`` in the layering.
     """
     if "://" in env_id:
-        from gymhub.client import RemoteEnv
-
+        try:
+            from gymhub.client import RemoteEnv
+        except ModuleNotFoundError as exc:  # the client extra is not installed
+            raise ConfigError(f"make({env_id!r}) connects to a server, which needs "
+                              f"{exc.name!r}: pip install 'gymhub[client]'") from exc
         return RemoteEnv.from_url(env_id, **kwargs)
     from gymhub.envs import make as _make
 

@@ -74,7 +74,12 @@ def main(argv: list[str]) -> int:
         argv: the arguments after ``serve``.
     """
     args = build_parser().parse_args(argv)
-    import uvicorn
+    try:
+        import uvicorn
+    except ModuleNotFoundError as exc:  # the server extra is not installed
+        print(f"gymhub serve: needs {exc.name!r}: pip install 'gymhub[server]'",
+              file=sys.stderr)
+        return 2
 
     from gymhub.envs.registration import parse_env_args
     from gymhub.errors import GymhubError
