@@ -274,6 +274,13 @@ def test_core_alone_lists_environments_and_names_the_hub_extra(venvs, tmp_path):
     out = _run([gymhub, "install", "alice/x", "--hub", "http://127.0.0.1:9"], cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "pip install 'gymhub[hub]'" in out.stderr and "Traceback" not in out.stderr
+    # The server and the client need their extras, and say which.
+    out = _run([gymhub, "serve", "echo-v0", "--port", "0"], cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "pip install 'gymhub[server]'" in out.stderr and "Traceback" not in out.stderr
+    out = _run([python, "-c", "import gymhub\ntry:\n    gymhub.make('http://127.0.0.1:9/echo-v0')"
+                "\nexcept gymhub.ConfigError as e:\n    print(e)\n"], cwd=tmp_path)
+    assert "pip install 'gymhub[client]'" in out.stdout, out.stdout + out.stderr
 
 
 @pytest.mark.slow
