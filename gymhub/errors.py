@@ -53,12 +53,13 @@ environment answers them with a message. A verifier that cannot judge returns a
     │   │   ├── DigestMismatch       400 the bytes do not match their declared sha256 or size
     │   │   ├── InvalidHubInput      400 a name, version, scope or field the store refuses
     │   │   ├── BlobCorrupted        500 a stored blob is missing, truncated or altered
-    │   │   └── TokenError           a token cannot authorise this request
-    │   │       ├── TokenInvalid     401 malformed, unknown, or the secret does not match
-    │   │       ├── TokenRevoked     401 the token was revoked
-    │   │       ├── TokenExpired     401 the token is past its expiry
-    │   │       ├── TokenScopeError  403 the token lacks the scope (read, publish, yank)
-    │   │       └── TokenOwnerError  403 the token belongs to another owner's namespace
+    │   │   ├── TokenError           a token cannot authorise this request
+    │   │   │   ├── TokenInvalid     401 malformed, unknown, or the secret does not match
+    │   │   │   ├── TokenRevoked     401 the token was revoked
+    │   │   │   ├── TokenExpired     401 the token is past its expiry
+    │   │   │   ├── TokenScopeError  403 the token lacks the scope (read, publish, yank)
+    │   │   │   └── TokenOwnerError  403 the token belongs to another owner's namespace
+    │   │   └── QuotaExceeded        413 the owner's stored versions would pass its quota
     │   └── InstallRefused           ``gymhub install`` will not install a file (nothing changed)
     │       ├── UntrustedPackage     its check did not pass (or none is signed); ``--trust``
     │       ├── KeyMismatch          the hub's signing key is not the one pinned in the lock
@@ -76,6 +77,7 @@ environment answers them with a message. A verifier that cannot judge returns a
         ├── ServerDraining           503 the server is shutting down
         ├── EnvCrashed               500 the environment raised; the episode was closed
         ├── InternalServerError      500 anything else (a bug)
+        ├── RateLimited              429 too many requests from one client or token; ``retry_after``
         └── ServerUnreachable        no HTTP answer at all after the client's bounded retries
             └── RequestTimeout       no answer within the client's deadline
 
@@ -131,6 +133,8 @@ __all__ = [
     "PackageNotFound",
     "PayloadTooLarge",
     "QueryError",
+    "QuotaExceeded",
+    "RateLimited",
     "RecordMismatch",
     "ReferenceDisabled",
     "RegistryError",
@@ -601,6 +605,16 @@ class RequestTimeout(ServerUnreachable):
     code = "request_timeout"
 
 
+class RateLimited(ServerError):
+    """A client address or token sent more requests than its rate allows.
+
+    The answer is a 429 whose ``Retry-After`` says when the next request will be taken.
+    """
+
+    code = "rate_limited"
+    status = 429
+
+
 # ------------------------------------------------------------------ hub storage errors
 class HubStoreError(HubError):
     """The hub's storage layer refused an operation or could not find what it names.
@@ -703,6 +717,17 @@ class TokenOwnerError(TokenError):
 
     code = "token_owner"
     status = 403
+
+
+class QuotaExceeded(HubStoreError):
+    """Publishing would take the owner's stored versions past its storage quota.
+
+    The hub keeps every version forever (immutability), so the only bound on what one
+    owner can make it store is a quota on the sum of the owner's version sizes.
+    """
+
+    code = "quota_exceeded"
+    status = 413
 
 
 # ------------------------------------------------------------------ hub install refusals

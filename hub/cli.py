@@ -160,25 +160,26 @@ def default_storage(db_url: str) -> Path:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     import socket
+    import threading
 
     import uvicorn
 
     from gymhub.hub.check_service import CheckWorker
     from gymhub.hub.index import index_router
+    from gymhub.hub.limits import RateLimit
     from gymhub.hub.pages import pages_router
     from gymhub.hub.service import create_hub_app
     from gymhub.hub.signing import HubKey
     from gymhub.hub.store import HubStore
 
+    rate_limit = RateLimit.parse(args.rate_limit)  # a typo fails before anything starts
     if args.db.startswith("sqlite:///"):
         Path(args.db.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True,
                                                                             exist_ok=True)
     storage = Path(args.storage) if args.storage else default_storage(args.db)
-    store = HubStore.open(args.db, storage)
+    quota = None if args.owner_quota_mb <= 0 else args.owner_quota_mb << 20
+    store = HubStore.open(args.db, storage, owner_quota_bytes=quota)
     key = HubKey.load_or_create(args.key or storage.parent / "hub-key.pem")
-    app = create_hub_app(store, max_upload_bytes=args.max_upload_mb << 20,
-                         extra_routers=[index_router(store), pages_router(store)], key=key,
-                         checker=CheckWorker(store, timeout_s=args.check_timeout))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -186,6 +187,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     sock.listen(128)  # connections queue from here on, so "ready" below is true
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
+    app = create_hub_app(store, max_upload_bytes=args.max_upload_mb << 20,
+                         extra_routers=[index_router(store), pages_router(store)], key=key,
+                         checker=CheckWorker(store, timeout_s=args.check_timeout),
+                         public_url=args.public_url or f"http://{shown}:{port}",
+                         rate_limit=rate_limit)
+    # READMEs of versions published before they were rendered at publish time: once.
+    threading.Thread(target=store.render_missing_readmes, name="hub-readmes",
+                     daemon=True).start()
     print(f"hub serving at http://{shown}:{port}", flush=True)
     print(f"database {args.db}, files under {storage}, signing key {key.key_id}",
           file=sys.stderr, flush=True)
@@ -268,6 +277,16 @@ def _parser() -> argparse.ArgumentParser:
                             "beside the db)")
     serve.add_argument("--check-timeout", type=float, default=300.0,
                        help="seconds each background check of an upload may take")
+    serve.add_argument("--public-url", default=None,
+                       help="the address users reach the hub at, shown in install commands "
+                            "(default: http://HOST:PORT as bound; never the Host header)")
+    serve.add_argument("--rate-limit", default="20/s:200",
+                       help="requests per client address and per token: N/s, N/m or N/h, "
+                            "optionally :BURST, or 'off' (default: 20/s:200); over it is a "
+                            "429 with Retry-After")
+    serve.add_argument("--owner-quota-mb", type=int, default=1024,
+                       help="storage each owner's versions may take together, in MiB "
+                            "(0: unlimited; default 1024)")
     serve.set_defaults(fn=_cmd_serve)
 
     check = sub.add_parser("check", help="check a published version now, in the sandbox, "

@@ -16,8 +16,10 @@ the Simple Repository API lets every installer resolve it without a gymhub plugi
   must be the version's own file name, so one URL can never serve bytes under another
   name. They are immutable and cached as such.
 
-Unknown projects get a 404 whose message may suggest near names, but the index never
-redirects to one: an installer following a typo must fail, not install a squatter.
+Unknown projects get a 404 whose message may suggest near names (read from a bounded,
+indexed candidate query, :func:`gymhub.hub.search.suggestion_pool`, never a scan of every
+package), but the index never redirects to one: an installer following a typo must
+fail, not install a squatter.
 Store calls block (database, disk), so they run in the thread pool, off the event loop.
 """
 
@@ -54,6 +56,7 @@ from gymhub.hub.names import (
     parse_distribution_name,
 )
 from gymhub.hub.records import VersionInfo
+from gymhub.hub.search import suggestion_pool
 from gymhub.hub.store import HubStore
 
 __all__ = ["API_VERSION", "SIMPLE_HTML", "SIMPLE_JSON", "index_router", "negotiate",
@@ -181,6 +184,21 @@ def _projects(store: HubStore) -> list[str]:
             except InvalidName:  # a placeholder-era name the hub's rules refuse: unlisted
                 continue
     return sorted(names)
+
+
+def _near_projects(store: HubStore, project: str) -> list[str]:
+    """Distribution names to suggest for an unknown ``project`` (a bounded query)."""
+    try:
+        owner, name = parse_distribution_name(project)
+    except InvalidName:  # not a hub name at all (numpy): nothing of ours is near
+        return []
+    near = []
+    for o, n in suggestion_pool(store.db, owner, name):
+        try:
+            near.append(distribution_name(o, n))
+        except InvalidName:  # a placeholder-era name the hub's rules refuse: unlisted
+            continue
+    return near
 
 
 def _project_files(store: HubStore, cache: _MetadataCache,
@@ -337,8 +355,8 @@ def index_router(store: HubStore, *, metadata_cache: int = 16384) -> APIRouter:
         try:
             files, versions = await _in_thread(lambda: _project_files(store, cache, canon))
         except (InvalidName, PackageNotFound):
-            known = await _in_thread(lambda: _projects(store))
-            return _not_found(kind, not_found_message("project", project, known))
+            near = await _in_thread(lambda: _near_projects(store, canon))
+            return _not_found(kind, not_found_message("project", project, near))
         base = _base(request)
         return _reply(kind, _project_json(canon, files, versions, base),
                       _project_html(canon, files, base))

@@ -7,10 +7,20 @@ that, server-rendered with Jinja2 (autoescaping on, no JavaScript, no external a
 the hub may run offline), from the same store the API reads.
 
 Everything a publisher wrote is untrusted: descriptions and check details go through
-autoescaping, and the README through :func:`~gymhub.hub.markdown.render_markdown`,
-which escapes before it adds any tag. The README is not in the database; it is read from
-the stored wheel's ``METADATA`` in memory, as the index does, and cached by sha256
-(immutable bytes, so the cache never needs invalidating).
+autoescaping, and the README was rendered and sanitised once, when the version was
+published (:mod:`gymhub.hub.markdown`), into ``versions.readme_html``: a page only reads
+that column, so what a request costs does not depend on what a publisher wrote. A
+version published before READMEs were rendered at publish time (``NULL``) shows a note
+instead, until the one-off :meth:`~gymhub.hub.store.HubStore.render_missing_readmes`
+(which ``gymhub hub serve`` starts in the background) has rendered it: no request ever
+renders Markdown or opens a wheel.
+
+Every list is bounded: search and an owner's packages are paged in SQL, the home page's
+"recently updated" is computed at most once every few seconds, and a 404's suggestions
+come from a bounded, indexed candidate query (:mod:`gymhub.hub.search`). Install commands
+use the hub's configured public address (``app.state.public_url``), never the ``Host``
+header. The pages' only stylesheet is inline, and :data:`STYLE_HASH` lets the CSP allow
+exactly it (no ``'unsafe-inline'``, no ``style=`` attributes anywhere).
 
 **Routing.** ``/{owner}`` and ``/{owner}/{name}`` would swallow any hub path of one or
 two segments, so the owner segment has its own convertor that refuses every owner name
@@ -22,10 +32,12 @@ trailing-slash redirects behave exactly as without the pages.
 
 from __future__ import annotations
 
-import email.parser
+import base64
+import hashlib
 import json
+import re
 import threading
-from collections import OrderedDict
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,25 +45,28 @@ from typing import Any, TypeVar
 
 import jinja2
 import sqlalchemy as sa
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
-from gymhub.errors import BlobCorrupted, InvalidHubInput, PackageNotFound, VersionNotFound
+from gymhub.errors import InvalidHubInput, PackageNotFound, VersionNotFound
 from gymhub.hub.db import Owner, Package
 from gymhub.hub.db import Version as VersionRow
-from gymhub.hub.index import wheel_metadata
-from gymhub.hub.markdown import render_markdown
 from gymhub.hub.names import RESERVED_OWNERS, did_you_mean, distribution_name
 from gymhub.hub.records import CheckInfo, VersionInfo, newest
+from gymhub.hub.search import suggest_owners, suggestion_pool
 from gymhub.hub.store import HubStore
 
-__all__ = ["pages_router"]
+__all__ = ["PAGE_SIZE", "STYLE_HASH", "pages_router"]
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates" / "pages"
 _PAGE_CACHE = "public, max-age=60"
+#: Results per page of search and of an owner's packages.
+PAGE_SIZE = 50
+_MAX_PAGE = 1000
+_HOME_TTL_S = 5.0
 _T = TypeVar("_T")
 
 
@@ -86,34 +101,17 @@ _env.filters["when"] = _when
 _env.filters["pretty_json"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
 
 
-class _ReadmeCache:
-    """Rendered READMEs by wheel sha256 (LRU): the bytes behind a digest never change."""
+def _style_hash() -> str:
+    """The CSP source for the base template's ``<style>`` block, as rendered."""
+    page = _env.get_template("base.html").render(q="")
+    m = re.search(r"<style>(.*?)</style>", page, re.DOTALL)
+    assert m is not None, "base.html lost its <style> block"
+    digest = hashlib.sha256(m.group(1).encode()).digest()
+    return "sha256-" + base64.b64encode(digest).decode()
 
-    def __init__(self, capacity: int = 256) -> None:
-        self._items: OrderedDict[str, Markup | None] = OrderedDict()
-        self._capacity = capacity
-        self._lock = threading.Lock()
 
-    def get(self, store: HubStore, info: VersionInfo) -> Markup | None:
-        with self._lock:
-            if info.sha256 in self._items:
-                self._items.move_to_end(info.sha256)
-                return self._items[info.sha256]
-        try:
-            raw = wheel_metadata(store.read_file(info), info.filename)
-        except BlobCorrupted:
-            return None  # not cached: a repaired blob brings the README back
-        body = None
-        if raw is not None:
-            msg = email.parser.Parser().parsestr(raw.decode("utf-8", "replace"))
-            payload = msg.get_payload()
-            if isinstance(payload, str) and payload.strip():
-                body = render_markdown(payload)
-        with self._lock:
-            self._items[info.sha256] = body
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-        return body
+#: The CSP ``style-src`` hash of the pages' one stylesheet (``'sha256-...'``).
+STYLE_HASH = _style_hash()
 
 
 def _check_view(check: CheckInfo | None) -> dict[str, Any] | None:
@@ -153,17 +151,6 @@ def _env_views(current: VersionInfo, check: dict[str, Any] | None) -> list[dict[
     return out
 
 
-def _known_packages(store: HubStore) -> list[str]:
-    with store.db.read() as session:
-        return [f"{o}/{n}" for o, n in session.execute(
-            sa.select(Owner.name, Package.name).join(Package))]
-
-
-def _owners(store: HubStore) -> list[str]:
-    with store.db.read() as session:
-        return list(session.scalars(sa.select(Owner.name)))
-
-
 def _recent(store: HubStore, limit: int = 20) -> list[dict[str, Any]]:
     """Packages by their newest upload, newest first (the home page's list)."""
     last = sa.func.max(VersionRow.uploaded_at).label("last")
@@ -176,19 +163,49 @@ def _recent(store: HubStore, limit: int = 20) -> list[dict[str, Any]]:
     return [{"owner": o, "name": n, "description": d, "updated": t} for o, n, d, t in rows]
 
 
-def _owner_packages(store: HubStore, owner: str) -> list[dict[str, Any]] | None:
+class _Recent:
+    """The home page's list, recomputed at most every ``ttl_s`` (it aggregates versions)."""
+
+    def __init__(self, store: HubStore, ttl_s: float = _HOME_TTL_S) -> None:
+        self._store, self._ttl = store, ttl_s
+        self._lock = threading.Lock()
+        self._value: list[dict[str, Any]] = []
+        self._at = -float("inf")
+
+    def get(self) -> list[dict[str, Any]]:
+        with self._lock:  # one computation at a time; the others wait for its result
+            if time.monotonic() - self._at > self._ttl:
+                self._value, self._at = _recent(self._store), time.monotonic()
+            return self._value
+
+
+def _owner_packages(store: HubStore, owner: str,
+                    page: int) -> tuple[list[dict[str, Any]], bool] | None:
+    """One page of ``owner``'s packages (and whether another follows), or ``None``."""
     with store.db.read() as session:
         owner_id = session.scalar(sa.select(Owner.id).where(Owner.name == owner))
         if owner_id is None:
             return None
-        names = session.scalars(sa.select(Package.name).where(Package.owner_id == owner_id)
-                                .order_by(Package.normalized_name)).all()
-    packages = [store.get_package(owner, n) for n in names]
-    return [{"owner": p.owner, "name": p.name, "description": p.description,
-             "latest": p.latest} for p in packages]
+        rows = session.scalars(sa.select(Package).where(Package.owner_id == owner_id)
+                               .order_by(Package.normalized_name)
+                               .limit(PAGE_SIZE + 1).offset((page - 1) * PAGE_SIZE)).all()
+        ids = [p.id for p in rows[:PAGE_SIZE]]
+        versions = session.scalars(sa.select(VersionRow)
+                                   .where(VersionRow.package_id.in_(ids))).all() if ids else []
+    by_package: dict[int, list[VersionInfo]] = {}
+    for v in versions:
+        by_package.setdefault(v.package_id, []).append(VersionInfo(
+            owner, "", v.version, v.sha256, v.size, v.filename, (), {}, v.uploaded_at,
+            v.yanked_at, v.yank_reason))
+    out = []
+    for p in rows[:PAGE_SIZE]:
+        top = newest(by_package.get(p.id, []))
+        out.append({"owner": owner, "name": p.name, "description": p.description,
+                    "latest": top.version if top else None})
+    return out, len(rows) > PAGE_SIZE
 
 
-def _package_context(store: HubStore, readmes: _ReadmeCache, owner: str, name: str,
+def _package_context(store: HubStore, owner: str, name: str,
                      version: str | None) -> dict[str, Any]:
     """Everything the environment page shows; raises PackageNotFound/VersionNotFound."""
     pkg = store.get_package(owner, name)
@@ -202,9 +219,11 @@ def _package_context(store: HubStore, readmes: _ReadmeCache, owner: str, name: s
     if current is None:
         raise PackageNotFound(f"{owner}/{name} has no versions")
     check = checks.get(current.version)
+    html = store.readme_html(current.owner, current.name, current.version)
     return {"pkg": pkg, "versions": versions, "checks": checks, "current": current,
             "pinned": version is not None, "check": check, "envs": _env_views(current, check),
-            "readme": readmes.get(store, current), "meta": dict(current.metadata),
+            "readme": None if html is None else Markup(html),  # sanitised at publish
+            "readme_pending": html is None, "meta": dict(current.metadata),
             "dist": distribution_name(pkg.owner, pkg.normalized_name)}
 
 
@@ -217,60 +236,71 @@ async def _in_thread(fn: Callable[[], _T]) -> _T:
     return await run_in_threadpool(fn)
 
 
-def pages_router(store: HubStore, *, readme_cache: int = 256) -> APIRouter:
+def pages_router(store: HubStore) -> APIRouter:
     """The hub's HTML pages over ``store``; include it after the API and index routes.
 
     Args:
         store: the hub's registry and blobs.
-        readme_cache: how many rendered READMEs to keep (one per wheel sha256).
 
     Returns:
         A router for ``/``, ``/search``, ``/{owner}``, ``/{owner}/{name}`` and
         ``/{owner}/{name}/{version}``.
     """
     router = APIRouter(tags=["pages"], include_in_schema=False)
-    readmes = _ReadmeCache(readme_cache)
+    recent = _Recent(store)
 
     def base(request: Request) -> str:
-        return str(request.base_url).rstrip("/")
+        """The public address install commands use: configured, never the Host header."""
+        url = getattr(request.app.state, "public_url", None)
+        return str(url) if url else "http://127.0.0.1:8700"
+
+    def near_packages(owner: str, name: str) -> list[str]:
+        pool = suggestion_pool(store.db, owner, name)
+        return did_you_mean(f"{owner}/{name}", [f"{o}/{n}" for o, n in pool])
 
     async def not_found(request: Request, what: str, wanted: str,
-                        candidates: list[str] | None = None) -> HTMLResponse:
-        pool = candidates if candidates is not None else await _in_thread(
-            lambda: _known_packages(store))
-        return _render("404.html", 404, what=what, wanted=wanted,
-                       suggestions=did_you_mean(wanted, pool), base=base(request), q="")
+                        suggestions: list[str]) -> HTMLResponse:
+        return _render("404.html", 404, what=what, wanted=wanted, suggestions=suggestions,
+                       base=base(request), q="")
 
     @router.get("/", response_class=HTMLResponse)
     async def home(request: Request) -> HTMLResponse:
-        recent = await _in_thread(lambda: _recent(store))
-        return _render("home.html", recent=recent, base=base(request), q="")
+        items = await _in_thread(recent.get)
+        return _render("home.html", recent=items, base=base(request), q="")
 
     @router.get("/search", response_class=HTMLResponse)
-    async def search(request: Request, q: str = "") -> HTMLResponse:
+    async def search(request: Request, q: str = "",
+                     page: int = Query(1, ge=1, le=_MAX_PAGE)) -> HTMLResponse:
         q = q[:200]
-        found = await _in_thread(lambda: store.search(q, limit=100)) if q.strip() else []
-        return _render("search.html", q=q, results=found, base=base(request))
+        found = await _in_thread(lambda: store.search(
+            q, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)) if q.strip() else []
+        return _render("search.html", q=q, results=found[:PAGE_SIZE], page=page,
+                       more=len(found) > PAGE_SIZE, first=(page - 1) * PAGE_SIZE,
+                       base=base(request))
 
     @router.get("/{owner:hubowner}", response_class=HTMLResponse)
-    async def owner_page(request: Request, owner: str) -> HTMLResponse:
-        packages = await _in_thread(lambda: _owner_packages(store, owner))
-        if packages is None:
-            owners = await _in_thread(lambda: _owners(store))
-            return await not_found(request, "owner", owner, owners)
-        return _render("owner.html", owner=owner, packages=packages, base=base(request), q="")
+    async def owner_page(request: Request, owner: str,
+                         page: int = Query(1, ge=1, le=_MAX_PAGE)) -> HTMLResponse:
+        found = await _in_thread(lambda: _owner_packages(store, owner, page))
+        if found is None:
+            near = await _in_thread(lambda: suggest_owners(store.db, owner))
+            return await not_found(request, "owner", owner, near)
+        packages, more = found
+        return _render("owner.html", owner=owner, packages=packages, page=page, more=more,
+                       base=base(request), q="")
 
     async def package_page(request: Request, owner: str, name: str,
                            version: str | None) -> HTMLResponse:
         try:
-            ctx = await _in_thread(lambda: _package_context(store, readmes, owner, name,
-                                                            version))
+            ctx = await _in_thread(lambda: _package_context(store, owner, name, version))
         except PackageNotFound:
-            return await not_found(request, "environment", f"{owner}/{name}")
+            near = await _in_thread(lambda: near_packages(owner, name))
+            return await not_found(request, "environment", f"{owner}/{name}", near)
         except (VersionNotFound, InvalidHubInput):
             versions = await _in_thread(lambda: store.list_versions(owner, name))
-            return await not_found(request, "version", f"{owner}/{name} {version}",
-                                   [f"{owner}/{name} {v.version}" for v in versions])
+            wanted = f"{owner}/{name} {version}"
+            return await not_found(request, "version", wanted, did_you_mean(
+                wanted, [f"{owner}/{name} {v.version}" for v in versions]))
         return _render("package.html", base=base(request), q="", **ctx)
 
     @router.get("/{owner:hubowner}/{name}", response_class=HTMLResponse)

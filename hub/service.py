@@ -7,8 +7,21 @@ zip parsing), so each runs in a worker thread; the event loop only moves bytes.
 An upload is refused as early as the request allows: a declared ``Content-Length`` over
 the cap before any body byte is read (413), then a missing or unauthorised token for the
 owner the file name claims, still before the body; the body is then read with the cap
-enforced again (a chunked or lying client), validated completely in memory, and only a
-wheel that passed is published. A failure at any step stores nothing visible.
+enforced again (a chunked or lying client), validated completely in memory (under archive
+limits whose size cap is the same number), and only a wheel that passed is published. A
+failure at any step stores nothing, not even an orphan blob.
+
+**Bounded cost for anyone.** Every route's body is capped and every request rate-limited
+by :class:`~gymhub.hub.limits.RequestLimits`, in front of the whole app; path parameters
+longer than the database holds (an owner over 64 characters, a name over 100, a version
+over 64) are a 422 on every route before any query; search is paged in SQL and an empty
+query is a 422.
+
+**Headers.** Every answer carries a ``Content-Security-Policy`` that allows no script at
+all, styles only from the pages' own stylesheet (by hash), images only from the hub,
+forms only to the hub, and no framing, plus ``X-Content-Type-Options: nosniff``. Install
+commands on the pages use the configured ``public_url``, never the request's ``Host``
+header (which any client sets, and a shared cache would then serve to others).
 
 Errors leave as ``{"error": {"code", "message"}}``, like the environment server's, with
 the status :func:`status_of` assigns (see its table).
@@ -16,11 +29,12 @@ the status :func:`status_of` assigns (see its table).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,6 +42,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gymhub.errors import (
+    ArchiveTooLarge,
     ConfigError,
     GymhubError,
     InternalServerError,
@@ -40,9 +55,11 @@ from gymhub.errors import (
     TokenScopeError,
     WheelFilenameError,
 )
-from gymhub.hub.archive import validate_wheel
+from gymhub.hub.archive import ArchiveLimits, validate_wheel
 from gymhub.hub.db import SCOPES
+from gymhub.hub.limits import Message, RateLimit, Receive, RequestLimits, Scope, Send
 from gymhub.hub.names import parse_distribution_name
+from gymhub.hub.pages import STYLE_HASH
 from gymhub.hub.records import CheckInfo, VersionInfo
 from gymhub.hub.store import HubStore
 from gymhub.hub.tokens import TokenInfo, authenticate
@@ -51,11 +68,63 @@ if TYPE_CHECKING:
     from gymhub.hub.check_service import CheckWorker
     from gymhub.hub.signing import HubKey
 
-__all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "create_hub_app", "status_of"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_UPLOAD_BYTES", "DEFAULT_PUBLIC_URL",
+           "SECURITY_HEADERS", "create_hub_app", "status_of"]
 
 log = logging.getLogger("gymhub.hub")
 
 DEFAULT_MAX_UPLOAD_BYTES = 64 << 20
+#: The body cap of every route but the upload (a yank's JSON is a few hundred bytes).
+DEFAULT_MAX_BODY_BYTES = 64 << 10
+#: Where install commands point when the app is not told its public address.
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8700"
+_UPLOAD_PATH = "/api/v1/upload"
+#: The longest path parameter of each name any route takes (the columns' sizes).
+_PARAM_CAPS = {"owner": 64, "name": 100, "version": 64, "project": 200, "filename": 300,
+               "sha256": 64}
+
+
+#: What every answer carries (see the module's **Headers**); the style hash is the pages'
+#: one inline stylesheet's.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": f"default-src 'none'; style-src '{STYLE_HASH}'; "
+                               "img-src 'self' data:; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff"}
+_RAW_HEADERS = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+
+class _SecurityHeaders:
+    """ASGI middleware adding :data:`SECURITY_HEADERS` to every response it passes."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = [*message.get("headers", []),
+                                      *(h for h in _RAW_HEADERS if h[0] not in names)]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers if scope["type"] == "http" else send)
+
+
+def _public_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")) or any(c.isspace() for c in url) \
+            or "?" in url or "#" in url:
+        raise ConfigError(f"public_url {url!r}: give the hub's http(s):// address, no query")
+    return url
+
+
+async def _capped_params(request: Request) -> None:
+    """Every route: a path parameter longer than the database holds is a 422, before SQL."""
+    for key, value in request.path_params.items():
+        cap = _PARAM_CAPS.get(key)
+        if cap is not None and isinstance(value, str) and len(value) > cap:
+            raise InvalidRequest(f"{key}: at most {cap} characters, not {len(value)}")
 
 
 def status_of(exc: GymhubError) -> int:
@@ -87,9 +156,9 @@ def _reply(exc: GymhubError) -> JSONResponse:
 class YankRequest(BaseModel):
     """``POST /api/v1/yank``: the version to hide from resolution, and why."""
 
-    owner: str = Field(max_length=100)
-    name: str = Field(max_length=200)
-    version: str = Field(max_length=100)
+    owner: str = Field(max_length=_PARAM_CAPS["owner"])
+    name: str = Field(max_length=_PARAM_CAPS["name"])
+    version: str = Field(max_length=_PARAM_CAPS["version"])
     reason: str = Field(max_length=2000)
 
 
@@ -120,6 +189,10 @@ def _bearer(request: Request) -> str:
 
 def _upload_owner(filename: str | None) -> tuple[str, str]:
     """``(filename, owner)`` from the upload's declared file name, before any body byte."""
+    parts = (filename or "").split("-")
+    if len(filename or "") > 255 or (len(parts) > 1 and len(parts[1]) > 64):
+        raise InvalidRequest("the wheel's file name has at most 255 characters and its "
+                             "version at most 64")
     if not filename or "/" in filename or "\\" in filename or not filename.endswith(".whl"):
         raise WheelFilenameError("name the wheel with an X-Filename header or ?filename= "
                                  f"(a '.whl' file name, no directories), not {filename!r}")
@@ -129,24 +202,41 @@ def _upload_owner(filename: str | None) -> tuple[str, str]:
 
 def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
                    extra_routers: Sequence[APIRouter] = (), key: HubKey | None = None,
-                   checker: CheckWorker | None = None) -> FastAPI:
+                   checker: CheckWorker | None = None, public_url: str = DEFAULT_PUBLIC_URL,
+                   rate_limit: RateLimit | None = None,
+                   max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The hub's FastAPI app over ``store``.
 
     Args:
         store: the registry (its database migrated, its blob store ready).
         max_upload_bytes: the largest wheel accepted; larger uploads get 413, refused on
-            their ``Content-Length`` before the body is read when they declare one.
+            their ``Content-Length`` before the body is read when they declare one. The
+            archive checker's size cap (``ArchiveLimits.max_archive_bytes``) is set to
+            the same number, so a size over it is a 413 wherever it is noticed.
         extra_routers: more routes on the same app (the ``/simple/`` index, downloads).
         key: the hub's signing key; adds ``/.well-known/gymhub-hub-key`` and the signed
             ``.../{version}/attestation`` routes (:mod:`gymhub.hub.check_service`).
         checker: checks each newly published version in the background; the app closes
             it on shutdown (it is also ``app.state.checker``).
+        public_url: the address users reach the hub at, used in the install commands the
+            pages show (``app.state.public_url``); never taken from a request.
+        rate_limit: requests per client address and per token (a 429 with
+            ``Retry-After`` past it); ``None``, the default, switches limiting off.
+        max_body_bytes: the body cap of every route other than the upload.
 
     Returns:
         The app; serve it with uvicorn (``gymhub hub serve``).
     """
-    app = FastAPI(title="gymhub hub", version="v1", docs_url=None, redoc_url=None)
+    app = FastAPI(title="gymhub hub", version="v1", docs_url=None, redoc_url=None,
+                  dependencies=[Depends(_capped_params)])
+    app.state.public_url = _public_url(public_url)
     db = store.db
+    limits = dataclasses.replace(ArchiveLimits(), max_archive_bytes=max_upload_bytes)
+    app.add_middleware(
+        RequestLimits, rate_limit=rate_limit, exempt=frozenset({"/healthz"}),
+        body_cap=lambda method, path: max_upload_bytes if path == _UPLOAD_PATH
+        else max_body_bytes)
+    app.add_middleware(_SecurityHeaders)  # outermost: the limits' refusals carry them too
 
     async def on_gymhub(_r: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, GymhubError)
@@ -160,13 +250,16 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
 
     async def on_http(_r: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+            exc.status_code, "http_error")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}},
                             status_code=exc.status_code)
 
     async def on_crash(_r: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error in the hub", exc_info=exc)
-        return _reply(InternalServerError(f"internal error: {type(exc).__name__}"))
+        reply = _reply(InternalServerError(f"internal error: {type(exc).__name__}"))
+        reply.headers.update(SECURITY_HEADERS)  # answered outside the middleware
+        return reply
 
     app.add_exception_handler(GymhubError, on_gymhub)
     app.add_exception_handler(RequestValidationError, on_invalid)
@@ -180,20 +273,21 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/api/v1/upload")
+    @app.post(_UPLOAD_PATH)
     async def upload(request: Request, filename: str | None = Query(None)) -> JSONResponse:
-        declared = request.headers.get("content-length")
-        if declared is not None and not declared.isdigit():
-            raise InvalidRequest(f"Content-Length {declared!r} is not a byte count")
-        if declared is not None and int(declared) > max_upload_bytes:
-            raise PayloadTooLarge(f"the upload declares {declared} bytes; this hub takes "
-                                  f"wheels of at most {max_upload_bytes} bytes")
+        # RequestLimits refused a declared Content-Length over the cap already.
         name, owner = _upload_owner(request.headers.get("x-filename") or filename)
         token = await auth(request, "publish", owner)
         data = await _read_capped(request, max_upload_bytes)
-        info = await run_in_threadpool(validate_wheel, data, owner=owner, filename=name)
+        try:
+            info = await run_in_threadpool(validate_wheel, data, owner=owner, filename=name,
+                                           limits=limits)
+        except ArchiveTooLarge as exc:
+            if len(data) > limits.max_archive_bytes:  # the same cap, whoever noticed it
+                raise PayloadTooLarge(str(exc)) from exc
+            raise
         result = await run_in_threadpool(lambda: store.publish(
-            owner, info.describe(), data, uploaded_by=token.id))
+            owner, info.describe(), data, uploaded_by=token.id, readme=info.readme))
         if checker is not None and result.created:
             v = result.version
             checker.submit(v.owner, v.name, v.version)
@@ -221,12 +315,18 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
         return await run_in_threadpool(load)
 
     @app.get("/api/v1/search")
-    async def search(q: str = Query("", max_length=200),
-                     limit: int = Query(50, ge=1, le=200)) -> dict[str, Any]:
-        found = await run_in_threadpool(store.search, q, limit=limit)
-        return {"query": q, "results": [
-            {"id": f"{p.owner}/{p.name}", "owner": p.owner, "name": p.name,
-             "description": p.description, "latest": p.latest} for p in found]}
+    async def search(q: str = Query(..., min_length=1, max_length=200),
+                     limit: int = Query(50, ge=1, le=200),
+                     page: int = Query(1, ge=1, le=1000)) -> dict[str, Any]:
+        if not q.strip():
+            raise InvalidRequest("q: search for a word; an empty query would list everything")
+        found = await run_in_threadpool(store.search, q, limit=limit + 1,
+                                        offset=(page - 1) * limit)
+        return {"query": q, "page": page, "limit": limit,
+                "next_page": page + 1 if len(found) > limit else None, "results": [
+                    {"id": f"{p.owner}/{p.name}", "owner": p.owner, "name": p.name,
+                     "description": p.description, "latest": p.latest}
+                    for p in found[:limit]]}
 
     @app.get("/api/v1/whoami")
     async def whoami(request: Request) -> dict[str, Any]:

@@ -9,10 +9,20 @@ the same bytes. Publishing consults the ledger first, and inserts into it in the
 transaction as the version, so the rule holds whatever else a future admin tool does to
 the other tables. Versions compare canonically (PEP 440: ``1.0`` is ``1.0.0``).
 
-**Atomicity.** :meth:`HubStore.publish` writes the blob durably first (content-addressed,
-so idempotent), and only then inserts the ledger row and the version in one transaction.
-The version becomes visible at that commit and not before: a crash earlier leaves at most
-an unreferenced blob, never a row pointing at a missing or partial file.
+**Atomicity.** :meth:`HubStore.publish` checks everything it can first (names, digest,
+the ledger, the owner's quota), renders the README (outside any transaction: it is the
+slow part), then writes the blob durably (content-addressed, so idempotent), and only then
+inserts the ledger row and the version in one transaction. The version becomes visible
+at that commit and not before. A transaction that fails (a lost race, a look-alike name,
+the quota) removes the blob it wrote, unless something references it or another publish
+put it again since; only a crash in between leaves an unreferenced blob, never a row
+pointing at a missing or partial file (:mod:`gymhub.hub.audit` sweeps those).
+
+**Bounded cost.** Every owner has a storage quota (the sum of its version sizes, checked
+in the publishing transaction); search is ranked and paged in SQL; "did you mean" reads a
+bounded set of candidates through the indexed ``packages.skeleton`` column, never every
+package. Versions stop at 64 characters and file names at 255 (the columns' sizes), so an
+over-long value is a typed error here, never a database error on PostgreSQL.
 
 **Concurrency.** Two publishes of one version race on the ledger's primary key: exactly
 one insert commits; the other gets an ``IntegrityError``, rolls back, re-reads the
@@ -32,7 +42,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -45,16 +55,19 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymhub.errors import (
+    BlobCorrupted,
     DigestMismatch,
     HubStoreError,
     InvalidHubInput,
     OwnerNotFound,
     PackageNotFound,
+    QuotaExceeded,
     VersionConflict,
     VersionNotFound,
 )
 from gymhub.hub.blobs import BlobStore, FileBlobStore, check_sha256
 from gymhub.hub.db import CHECK_STATUSES, CheckResult, HubDB, LedgerEntry, Owner, Package, Version
+from gymhub.hub.markdown import readme_from_metadata, render_readme
 from gymhub.hub.names import check_new_package_name
 from gymhub.hub.records import (
     CheckInfo,
@@ -69,12 +82,24 @@ from gymhub.hub.records import (
     parse_version,
     pick_version,
 )
+from gymhub.hub.search import search, suggestion_pool
 from gymhub.hub.tokens import check_owner_name
 
 __all__ = ["CheckInfo", "HubStore", "PackageInfo", "PublishResult", "VersionInfo",
            "WheelDescription"]
 
 _PUBLISH_ATTEMPTS = 3
+#: Each owner's default storage quota: the sum of its versions' sizes.
+DEFAULT_OWNER_QUOTA_BYTES = 1 << 30
+_MAX_VERSION_CHARS, _MAX_FILENAME_CHARS = 64, 255  # the columns' sizes
+
+
+def _wheel_readme(data: bytes, filename: str) -> str | None:
+    """The README in a wheel's ``METADATA`` (for callers that did not pass the checker's)."""
+    from gymhub.hub.index import wheel_metadata  # the index imports this module
+
+    raw = wheel_metadata(data, filename)
+    return None if raw is None else readme_from_metadata(raw)
 
 
 def _version_info(owner: str, package: Package, v: Version) -> VersionInfo:
@@ -89,20 +114,25 @@ class HubStore:
     Args:
         db: the migrated database.
         blobs: where file bytes go.
+        owner_quota_bytes: the most one owner's versions may hold together (``None``:
+            unlimited); a publish past it is :class:`~gymhub.errors.QuotaExceeded`.
     """
 
-    def __init__(self, db: HubDB, blobs: BlobStore) -> None:
+    def __init__(self, db: HubDB, blobs: BlobStore, *,
+                 owner_quota_bytes: int | None = DEFAULT_OWNER_QUOTA_BYTES) -> None:
         self.db = db
         self.blobs = blobs
+        self.owner_quota_bytes = owner_quota_bytes
 
     @classmethod
-    def open(cls, url: str, storage: str | os.PathLike[str]) -> HubStore:
+    def open(cls, url: str, storage: str | os.PathLike[str], *,
+             owner_quota_bytes: int | None = DEFAULT_OWNER_QUOTA_BYTES) -> HubStore:
         """A store on database ``url`` (migrated to head) with blobs under ``storage``."""
-        return cls(HubDB(url), FileBlobStore(storage))
+        return cls(HubDB(url), FileBlobStore(storage), owner_quota_bytes=owner_quota_bytes)
 
     # ------------------------------------------------------------------ writes
     def publish(self, owner: str, wheel: WheelDescription, data: bytes, *,
-                uploaded_by: str | None = None) -> PublishResult:
+                uploaded_by: str | None = None, readme: str | None = None) -> PublishResult:
         """Make ``data`` visible as ``owner/wheel.name`` ``wheel.version``, or nothing.
 
         Args:
@@ -110,6 +140,9 @@ class HubStore:
             wheel: the validated description of ``data``.
             data: the wheel's bytes.
             uploaded_by: the token id that published it, kept for audit.
+            readme: the wheel's long description as the archive checker read it; ``None``
+                reads it from ``data``'s ``METADATA``. Rendered once, here, into
+                ``versions.readme_html`` (:func:`~gymhub.hub.markdown.render_readme`).
 
         Returns:
             The visible version; ``created`` is false when these bytes were already it.
@@ -120,32 +153,70 @@ class HubStore:
             OwnerNotFound: no such owner.
             InvalidName: a malformed owner; LookalikeName: a new package that looks like
                 any owner's package (look-alike characters, or one typo apart).
-            InvalidHubInput: a malformed name, version, digest or filename.
+            InvalidHubInput: a malformed or over-long name, version, digest or filename.
+            QuotaExceeded: the owner's versions would pass ``owner_quota_bytes``.
         """
         check_owner_name(owner)
         check_package_name(wheel.name)
+        if len(wheel.version) > _MAX_VERSION_CHARS:
+            raise InvalidHubInput(f"a version has at most {_MAX_VERSION_CHARS} characters")
         v = parse_version(wheel.version)
         check_sha256(wheel.sha256)
-        if not wheel.filename or "/" in wheel.filename or "\\" in wheel.filename:
-            raise InvalidHubInput(f"invalid file name {wheel.filename!r}")
+        if (not wheel.filename or "/" in wheel.filename or "\\" in wheel.filename
+                or len(wheel.filename) > _MAX_FILENAME_CHARS):
+            raise InvalidHubInput(f"invalid file name {wheel.filename[:300]!r}")
         if len(data) != wheel.size or hashlib.sha256(data).hexdigest() != wheel.sha256:
             raise DigestMismatch(f"{wheel.filename}: the uploaded bytes are not the declared "
                                  f"{wheel.size} bytes with sha256 {wheel.sha256}")
         key = (owner, normalize_name(wheel.name), canonicalize_version(v))
         existing = self._settled(key, wheel)
-        self.blobs.put(wheel.sha256, data)  # durable before any row can point at it
-        if existing is not None:  # (putting again also repairs a damaged copy)
+        if existing is not None:  # putting again repairs a damaged copy
+            self.blobs.put(wheel.sha256, data)
             return PublishResult(existing, created=False)
-        for _ in range(_PUBLISH_ATTEMPTS):
-            try:
-                with self.db.write() as session:
-                    info = self._insert(session, key, v, wheel, uploaded_by)
-                return PublishResult(info, created=True)
-            except IntegrityError:
-                existing = self._settled(key, wheel)  # the winner of the race, or raise
-                if existing is not None:
-                    return PublishResult(existing, created=False)
-        raise HubStoreError(f"publishing {owner}/{wheel.name} {v} kept colliding; retry")
+        with self.db.read() as session:  # refuse before writing anything; again below
+            self._check_quota(session, owner, wheel.size)
+        html = render_readme(_wheel_readme(data, wheel.filename) if readme is None else readme)
+        had_blob = self.blobs.exists(wheel.sha256)
+        self.blobs.put(wheel.sha256, data)  # durable before any row can point at it
+        put_at = time.time()
+        try:
+            for _ in range(_PUBLISH_ATTEMPTS):
+                try:
+                    with self.db.write() as session:
+                        info = self._insert(session, key, v, wheel, uploaded_by, html)
+                    return PublishResult(info, created=True)
+                except IntegrityError:
+                    existing = self._settled(key, wheel)  # the winner of the race, or raise
+                    if existing is not None:
+                        return PublishResult(existing, created=False)
+            raise HubStoreError(f"publishing {owner}/{wheel.name} {v} kept colliding; retry")
+        except BaseException:
+            if not had_blob:
+                self._drop_orphan(wheel.sha256, put_at)
+            raise
+
+    def _drop_orphan(self, sha256: str, put_at: float) -> None:
+        """Remove a blob a failed publish wrote, unless a row or a newer put claims it."""
+        try:
+            with self.db.read() as session:
+                if session.scalar(sa.select(Version.id).where(Version.sha256 == sha256)
+                                  .limit(1)) is None:
+                    self.blobs.delete(sha256, modified_before=put_at)
+        except Exception:  # the refusal matters more; an audit sweep finds what is left
+            pass
+
+    def _check_quota(self, session: Session, owner: str, size: int) -> None:
+        if self.owner_quota_bytes is None:
+            return
+        used = session.scalar(
+            sa.select(sa.func.coalesce(sa.func.sum(Version.size), 0)).select_from(Version)
+            .join(Package, Version.package_id == Package.id).join(Owner)
+            .where(Owner.name == owner)) or 0
+        if used + size > self.owner_quota_bytes:
+            raise QuotaExceeded(
+                f"{owner} stores {used:,} bytes of {self.owner_quota_bytes:,} allowed; this "
+                f"wheel of {size:,} bytes does not fit (yanked versions count too: ask the "
+                "hub's administrator for more room)")
 
     def _settled(self, key: tuple[str, str, str], wheel: WheelDescription) -> VersionInfo | None:
         """The version already published under ``key`` with these bytes, or ``None`` if free.
@@ -179,19 +250,24 @@ class HubStore:
             return _version_info(owner, *found)
 
     def _insert(self, session: Session, key: tuple[str, str, str], v: PEP440,
-                wheel: WheelDescription, uploaded_by: str | None) -> VersionInfo:
+                wheel: WheelDescription, uploaded_by: str | None,
+                readme_html: str) -> VersionInfo:
         owner, norm, canon = key
         now = self.db.clock()
         owner_id = session.scalar(sa.select(Owner.id).where(Owner.name == owner))
         if owner_id is None:
             raise OwnerNotFound(f"no owner named {owner!r}")
+        # The owner's row lock queues its publishes (PostgreSQL; SQLite's writes are serial
+        # already), so two that each fit alone cannot pass the quota together.
+        session.execute(sa.select(Owner.id).where(Owner.id == owner_id).with_for_update())
+        self._check_quota(session, owner, wheel.size)
         package = self._package(session, owner_id, wheel, norm, now)
         session.add(LedgerEntry(owner_name=owner, normalized_name=norm, canonical_version=canon,
                                 sha256=wheel.sha256, recorded_at=now))
         row = Version(package_id=package.id, version=str(v), canonical_version=canon,
                       sha256=wheel.sha256, size=wheel.size, filename=wheel.filename,
                       metadata_json=dict(wheel.metadata), env_ids=list(wheel.env_ids),
-                      uploaded_at=now, uploaded_by=uploaded_by)
+                      uploaded_at=now, uploaded_by=uploaded_by, readme_html=readme_html)
         session.add(row)
         session.flush()  # the ledger's primary key decides a race here
         info = _version_info(owner, package, row)
@@ -319,35 +395,51 @@ class HubStore:
         """
         return pick_version(self.list_versions(owner, name), version, f"{owner}/{name}")
 
-    def search(self, text: str, *, limit: int = 50) -> list[PackageInfo]:
-        """Packages whose owner, name or description contains ``text`` (case-insensitive).
+    def search(self, text: str, *, limit: int = 50, offset: int = 0) -> list[PackageInfo]:
+        """Packages matching ``text``, one page of them (:func:`gymhub.hub.search.search`)."""
+        return search(self.db, text, limit=limit, offset=offset)
 
-        Exact name matches come first, then name prefixes, then the rest, by name.
+    def readme_html(self, owner: str, name: str, version: str) -> str | None:
+        """The version's README as stored, sanitised HTML.
+
+        ``""`` when it has none; ``None`` when it was published before READMEs were
+        rendered at publish time (see :meth:`render_missing_readmes`).
         """
-        needle = text.strip().lower()
-        like = "%" + re.sub(r"([\\%_])", r"\\\1", needle) + "%"
         with self.db.read() as session:
-            found = session.execute(
-                sa.select(Package, Owner.name).join(Owner).where(sa.or_(
-                    sa.func.lower(Package.name).like(like, escape="\\"),
-                    sa.func.lower(Package.description).like(like, escape="\\"),
-                    sa.func.lower(Owner.name).like(like, escape="\\")))).all()
-            ids = [p.id for p, _ in found]
-            rows = session.scalars(sa.select(Version)
-                                   .where(Version.package_id.in_(ids))).all() if ids else []
-        by_package: dict[int, list[Version]] = {}
-        for r in rows:
-            by_package.setdefault(r.package_id, []).append(r)
-        norm = normalize_name(needle)
+            _, row = self._find(session, owner, name, version)
+            return row.readme_html
 
-        def rank(item: tuple[Package, str]) -> tuple[int, str]:
-            p, o = item
-            tier = 0 if p.normalized_name == norm else 1 if p.normalized_name.startswith(
-                norm) else 2
-            return tier, f"{o}/{p.normalized_name}"
+    def render_missing_readmes(self, *, batch: int = 50) -> int:
+        """Render the READMEs of versions published before they were rendered at publish.
 
-        ranked = sorted(((p, o) for p, o in found), key=rank)[:limit]
-        return [self._package_info(o, p, by_package.get(p.id, [])) for p, o in ranked]
+        A one-off for databases migrated from schema 0001 (``readme_html`` is ``NULL``);
+        ``gymhub hub serve`` runs it in the background at start. Reads each wheel once, in
+        batches by id; a damaged blob is skipped (its page says the README is not
+        available) and retried on the next run.
+
+        Returns:
+            How many versions it rendered.
+        """
+        done, last = 0, 0
+        while True:
+            with self.db.read() as session:
+                rows = session.execute(
+                    sa.select(Version.id, Version.sha256, Version.size, Version.filename)
+                    .where(Version.readme_html.is_(None), Version.id > last)
+                    .order_by(Version.id).limit(batch)).all()
+            if not rows:
+                return done
+            for vid, sha, size, filename in rows:
+                last = vid
+                try:
+                    html = render_readme(_wheel_readme(self.blobs.read(sha, size), filename))
+                except BlobCorrupted:
+                    continue
+                with self.db.write() as session:
+                    session.execute(sa.update(Version).where(
+                        Version.id == vid, Version.readme_html.is_(None)).values(
+                            readme_html=html))
+                done += 1
 
     def read_file(self, info: VersionInfo) -> bytes:
         """The version's bytes, verified against its recorded size and sha256."""
@@ -396,8 +488,7 @@ class HubStore:
         if package is not None:
             return package
         wanted = f"{owner}/{normalize_name(name)}"
-        known = [f"{o}/{n}" for o, n in session.execute(
-            sa.select(Owner.name, Package.normalized_name).join(Package))]
+        known = [f"{o}/{normalize_name(n)}" for o, n in suggestion_pool(self.db, owner, name)]
         near = difflib.get_close_matches(wanted, known, n=3, cutoff=0.75)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise PackageNotFound(f"no package {owner}/{name} on this hub{hint}")

@@ -55,9 +55,14 @@ def test_missing_and_altered_blobs_are_damage(store, published):
     assert audit(store, verify=False).damaged == []  # sizes alone cannot see it
 
 
-def test_a_refused_publish_leaves_only_an_orphan_that_the_sweep_takes(store, published):
+def test_a_refused_publish_leaves_no_orphan_and_a_crash_one_that_the_sweep_takes(
+        store, published):
     with pytest.raises(LookalikeName):
-        _publish(store, WheelSpec(name="word1e"))  # refused after its blob was written
+        _publish(store, WheelSpec(name="word1e"))  # refused: its blob is taken back
+    assert audit(store).ok and not audit(store).orphans
+    filename, data = WheelSpec(version="0.9.0").build()
+    info = validate_wheel(data, owner="alice", filename=filename).describe()
+    store.blobs.put(info.sha256, data)               # a publish that crashed before its row
     report = audit(store)
     assert report.ok and len(report.orphans) == 1
     [orphan] = report.orphans

@@ -70,7 +70,8 @@ def hub(store: HubStore, make_wheel) -> tuple[TestClient, HubStore, dict[str, st
     store.record_check("alice", "wordle", "1.0.0", "failed", {
         "summary": "gold episode failed", "reason": f"task 7 {HOSTILE}", "checks": [
             {"name": "gold_episode", "ok": False, "ms": 50, "detail": "score 0.0"}]})
-    app = create_hub_app(store, extra_routers=[index_router(store), pages_router(store)])
+    app = create_hub_app(store, extra_routers=[index_router(store), pages_router(store)],
+                         public_url="https://hub.example.org/")
     return TestClient(app), store, shas
 
 
@@ -82,7 +83,7 @@ def test_environment_page_shows_what_a_reader_needs(hub):
     assert shas["1.0.0"] in page and shas["1.1.0"] in page  # every version's digest
     assert "wrong answers in task 7" in page and "yanked" in page
     assert "gymhub install alice/wordle" in page
-    assert ("pip install --index-url http://testserver/simple/ "
+    assert ("pip install --index-url https://hub.example.org/simple/ "
             "gymhub-env-5-alice-wordle") in page
     assert "alice/wordle-v0" in page and "wordle.exact_match@1" in page
     assert ">137<" in page and "at most 6 turns" in page
