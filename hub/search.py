@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import sqlalchemy as sa
+from sqlalchemy.orm import InstrumentedAttribute
 
 from gymhub.hub.db import HubDB, Owner, Package, Version
 from gymhub.hub.names import did_you_mean, skeleton
@@ -26,6 +27,17 @@ SUGGESTION_POOL = 200
 
 def _escape_like(text: str) -> str:
     return re.sub(r"([\\%_])", r"\\\1", text)
+
+
+def _starts_with(column: InstrumentedAttribute[str], ch: str) -> sa.ColumnElement[bool]:
+    """``column`` starts with the letter or digit ``ch``, as an index range.
+
+    A range (not ``LIKE``, which PostgreSQL's default indexes cannot serve) whose upper end
+    is the next letter or digit, so it holds under any collation, not only ``C``.
+    """
+    if ch == "z":
+        return column >= ch
+    return sa.and_(column >= ch, column < ("a" if ch == "9" else chr(ord(ch) + 1)))
 
 
 def _latest(owner: str, package: Package, rows: list[Version]) -> str | None:
@@ -76,10 +88,9 @@ def suggestion_pool(db: HubDB, owner: str, name: str) -> list[tuple[str, str]]:
     with db.read() as session:
         pool = [(o, n) for o, n in session.execute(base.where(Package.skeleton == key)
                                                    .limit(SUGGESTION_POOL))]
-        if key:
+        if key[:1].isalnum() and key[:1].isascii():
             pool += [(o, n) for o, n in session.execute(
-                base.where(Owner.name == owner, Package.skeleton >= key[0],
-                           Package.skeleton < key[0] + "\x7f")
+                base.where(Owner.name == owner, _starts_with(Package.skeleton, key[0]))
                 .order_by(Package.skeleton).limit(SUGGESTION_POOL))]
     return list(dict.fromkeys(pool))
 
@@ -90,10 +101,11 @@ def suggest_owners(db: HubDB, owner: str) -> list[str]:
     The candidates are the owners sharing its first character (a range of the owners'
     unique index), at most ``SUGGESTION_POOL`` of them.
     """
-    if not owner:
+    first = owner[:1].lower()
+    if not (first.isalnum() and first.isascii()):
         return []
     with db.read() as session:
         pool = session.scalars(
-            sa.select(Owner.name).where(Owner.name >= owner[0], Owner.name < owner[0] + "\x7f")
+            sa.select(Owner.name).where(_starts_with(Owner.name, first))
             .order_by(Owner.name).limit(SUGGESTION_POOL)).all()
     return did_you_mean(owner, pool)
