@@ -404,7 +404,10 @@ class ReservedName(InvalidName):
 
 
 class LookalikeName(InvalidName):
-    """The name looks like an existing one (same skeleton: ``l``/``1``, ``o``/``0``, ``-``/``_``).
+    """The name looks like an existing one: same skeleton, or one typo away.
+
+    Same skeleton: ``l``/``1``, ``o``/``0``, ``-``/``_``; one typo: an insertion,
+    deletion, substitution or swap of neighbours.
 
     Attributes:
         existing: the name it would be confused with.
@@ -415,7 +418,7 @@ class LookalikeName(InvalidName):
     def __init__(self, kind: str, value: str, existing: str) -> None:
         self.existing = existing
         super().__init__(kind, value, f"too close to the existing {existing!r} "
-                                      "(they differ only in look-alike characters)")
+                                      "(look-alike characters or one typo apart)")
 
 
 class InvalidArchive(HubError, ValueError):
