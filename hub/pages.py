@@ -52,6 +52,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 
 from gymhub.errors import InvalidHubInput, PackageNotFound, VersionNotFound
+from gymhub.hub.check_queue import queued_versions
 from gymhub.hub.db import Owner, Package
 from gymhub.hub.db import Version as VersionRow
 from gymhub.hub.names import RESERVED_OWNERS, did_you_mean, distribution_name
@@ -112,6 +113,13 @@ def _style_hash() -> str:
 
 #: The CSP ``style-src`` hash of the pages' one stylesheet (``'sha256-...'``).
 STYLE_HASH = _style_hash()
+
+
+#: What a version waiting in the hub's check queue shows (the queue is in the database).
+_QUEUED: dict[str, Any] = {
+    "status": "queued", "sha256": None, "checked_at": None, "checks": [], "envs": {},
+    "gold_score": None, "noop_score": None, "reason": "",
+    "summary": "waiting for the hub's check (queued)"}
 
 
 def _check_view(check: CheckInfo | None) -> dict[str, Any] | None:
@@ -211,7 +219,9 @@ def _package_context(store: HubStore, owner: str, name: str,
     pkg = store.get_package(owner, name)
     versions = store.list_versions(owner, name)
     latest = store.latest_checks(owner, name)
-    checks = {v.version: _check_view(latest.get(v.version)) for v in versions}
+    waiting = queued_versions(store.db, owner, name)
+    checks = {v.version: _check_view(latest.get(v.version)) or
+              (_QUEUED if v.version in waiting else None) for v in versions}
     if version is None:
         current = newest(versions) or (versions[0] if versions else None)
     else:

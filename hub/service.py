@@ -56,6 +56,7 @@ from gymhub.errors import (
     WheelFilenameError,
 )
 from gymhub.hub.archive import ArchiveLimits, validate_wheel
+from gymhub.hub.check_queue import queued_versions
 from gymhub.hub.db import SCOPES
 from gymhub.hub.limits import Message, RateLimit, Receive, RequestLimits, Scope, Send
 from gymhub.hub.names import parse_distribution_name
@@ -166,14 +167,20 @@ def _iso(value: Any) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def version_json(v: VersionInfo, check: CheckInfo | None = None) -> dict[str, Any]:
-    """A version as the API shows it (the upload reply, the package page's rows)."""
+def version_json(v: VersionInfo, check: CheckInfo | None = None, *,
+                 queued: bool = False) -> dict[str, Any]:
+    """A version as the API shows it (the upload reply, the package page's rows).
+
+    ``check`` is the newest result; with none, ``queued`` says the version is waiting in
+    the hub's check queue (``{"status": "queued"}``) rather than never checked (``None``).
+    """
+    waiting = {"status": "queued"} if queued else None
     return {
         "id": f"{v.owner}/{v.name}", "owner": v.owner, "name": v.name, "version": v.version,
         "sha256": v.sha256, "size": v.size, "filename": v.filename,
         "uploaded_at": _iso(v.uploaded_at), "yanked": v.yanked,
         "yank_reason": v.yank_reason, "env_ids": list(v.env_ids),
-        "check": None if check is None else {"status": check.status, "sha256": check.sha256,
+        "check": waiting if check is None else {"status": check.status, "sha256": check.sha256,
                                              "checked_at": _iso(check.checked_at),
                                              "details": dict(check.details)},
     }
@@ -307,7 +314,9 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
             pkg = store.get_package(owner, name)
             versions = store.list_versions(owner, name)
             checks = store.latest_checks(owner, name)
-            rows = [version_json(v, checks.get(v.version)) for v in versions]
+            waiting = queued_versions(store.db, owner, name)
+            rows = [version_json(v, checks.get(v.version), queued=v.version in waiting)
+                    for v in versions]
             return {"id": f"{pkg.owner}/{pkg.name}", "owner": pkg.owner, "name": pkg.name,
                     "description": pkg.description, "created_at": _iso(pkg.created_at),
                     "latest": pkg.latest, "versions": rows}
@@ -339,7 +348,8 @@ def create_hub_app(store: HubStore, *, max_upload_bytes: int = DEFAULT_MAX_UPLOA
 
         app.include_router(signing_router(store, key))
     app.state.checker = checker
-    if checker is not None:
+    if checker is not None:  # jobs queued before a restart start without a new upload
+        app.router.on_startup.append(checker.start)
         app.router.on_shutdown.append(checker.close)
     for router in extra_routers:
         app.include_router(router)

@@ -66,7 +66,16 @@ from gymhub.errors import (
     VersionNotFound,
 )
 from gymhub.hub.blobs import BlobStore, FileBlobStore, check_sha256
-from gymhub.hub.db import CHECK_STATUSES, CheckResult, HubDB, LedgerEntry, Owner, Package, Version
+from gymhub.hub.db import (
+    CHECK_STATUSES,
+    CheckJob,
+    CheckResult,
+    HubDB,
+    LedgerEntry,
+    Owner,
+    Package,
+    Version,
+)
 from gymhub.hub.markdown import readme_from_metadata, render_readme
 from gymhub.hub.names import check_new_package_name
 from gymhub.hub.records import (
@@ -338,6 +347,7 @@ class HubStore:
                 session.add(entry)
             entry.deleted_at, entry.delete_reason = self.db.clock(), reason.strip() or "deleted"
             session.execute(sa.delete(CheckResult).where(CheckResult.version_id == row.id))
+            session.execute(sa.delete(CheckJob).where(CheckJob.version_id == row.id))
             session.delete(row)
 
     def record_check(self, owner: str, name: str, version: str, status: str,

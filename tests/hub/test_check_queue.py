@@ -265,11 +265,31 @@ def test_a_queued_version_shows_as_queued_in_its_attestation(store):
     assert enqueue(store.db, "alice", "wordle", "1.0")  # twice is once
     with store.db.read() as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(CheckJob)) == 1
-    with TestClient(create_hub_app(store, key=HubKey.generate())) as client:
+    from gymhub.hub.pages import pages_router
+
+    app = create_hub_app(store, key=HubKey.generate(), extra_routers=[pages_router(store)])
+    with TestClient(app) as client:
         queued = client.get("/api/v1/packages/alice/wordle/1.0/attestation")
         assert queued.status_code == 404 and queued.json()["check"] == {"status": "queued"}
         never = client.get("/api/v1/packages/alice/wordle/2.0/attestation")
         assert never.status_code == 404 and "check" not in never.json()
+        # The package API and the page say the same of each version.
+        rows = {r["version"]: r["check"] for r in
+                client.get("/api/v1/packages/alice/wordle").json()["versions"]}
+        assert rows == {"1.0": {"status": "queued"}, "2.0": None}
+        page = client.get("/alice/wordle/1.0").text
+        assert '<span class="badge queued">queued</span>' in page
+        assert "waiting for the hub&#39;s check" in page or "waiting for the hub's check" in page
+
+
+def test_a_restarted_app_starts_its_worker_on_the_queue_it_left(store, fake):
+    owners(store, "alice")
+    publish(store, "alice", "wordle", "1.0")
+    enqueue(store.db, "alice", "wordle", "1.0")  # queued by a hub that then stopped
+    worker = CheckWorker(store, poll_s=0.05)
+    with TestClient(create_hub_app(store, key=HubKey.generate(), checker=worker)):
+        assert worker.wait(30)  # no upload needed: the app started the worker
+    assert fake.calls == [("alice", "wordle", "1.0")]
 
 
 def test_the_real_checker_path_records_a_crash_as_unchecked(store):

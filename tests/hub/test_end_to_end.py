@@ -47,7 +47,7 @@ def _wait_for_check(hub_url: str, ref: str, timeout: float = 240) -> str:
         assert out.returncode == 0, out.stderr
         versions = json.loads(out.stdout)["versions"]
         status = str((versions[0].get("check") or {}).get("status", "pending"))
-        if status != "pending":
+        if status not in ("pending", "queued"):  # queued: waiting in the hub's check queue
             return status
         time.sleep(1)
     return status
