@@ -284,6 +284,9 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The extra that ships what each delegated command imports.
+_EXTRA_OF = {"serve": "server", "sandbox": "sandbox", "train": "train", "hub": "hub",
+             "vllm-serve": "vllm"}
 _DELEGATED = {
     "serve": "gymhub.server.cli",
     "sandbox": "gymhub.sandbox.cli",
@@ -325,7 +328,13 @@ def _main(argv: Sequence[str] | None) -> int:
     if argv and argv[0] in _DELEGATED:
         import importlib
 
-        module = importlib.import_module(_DELEGATED[argv[0]])
+        try:
+            module = importlib.import_module(_DELEGATED[argv[0]])
+        except ModuleNotFoundError as exc:  # a command whose extra is not installed
+            extra = _EXTRA_OF.get(argv[0], argv[0])
+            print(f"gymhub {argv[0]}: needs {exc.name!r}: pip install 'gymhub[{extra}]'",
+                  file=sys.stderr)
+            return 2
         rest = argv[1:]
         return int(module.main(rest))
     args = _build_parser().parse_args(argv)

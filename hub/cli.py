@@ -364,3 +364,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GymhubError as exc:
         print(f"gymhub hub: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # the commands import lazily; the hub extra ships it
+        print(f"gymhub hub: needs {exc.name!r}: pip install 'gymhub[hub]'", file=sys.stderr)
+        return 2

@@ -281,6 +281,9 @@ def test_core_alone_lists_environments_and_names_the_hub_extra(venvs, tmp_path):
     out = _run([python, "-c", "import gymhub\ntry:\n    gymhub.make('http://127.0.0.1:9/echo-v0')"
                 "\nexcept gymhub.ConfigError as e:\n    print(e)\n"], cwd=tmp_path)
     assert "pip install 'gymhub[client]'" in out.stdout, out.stdout + out.stderr
+    out = _run([gymhub, "hub", "serve", "--port", "0"], cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "pip install 'gymhub[hub]'" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.slow
