@@ -28,9 +28,37 @@ from collections.abc import Callable, Sequence
 from gymhub.errors import BackendError
 from gymhub.sandbox.cgroups import CallCgroup
 
-__all__ = ["Background"]
+__all__ = ["Background", "end_process"]
 
 _TAIL_BYTES = 64 * 1024
+
+
+def end_process(proc: subprocess.Popen[bytes], soft_kill: Callable[[int], bool],
+                cgroup: CallCgroup | None) -> bool:
+    """Kill a sandboxed launcher and everything under it, and reap it.
+
+    Soft first (the backend ends the sandbox's pid namespace), then the process group,
+    then the cgroup; a process that survives the wait is killed again and reaped. The
+    cgroup is killed, not removed: the caller may still read its counters.
+
+    Returns:
+        Whether it was still running (so its status is the kill's, not its own).
+    """
+    running = proc.poll() is None
+    if running and not soft_kill(proc.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill()
+    try:
+        proc.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # anything that left the group meanwhile
+    return running
 
 
 class Background:
@@ -104,19 +132,7 @@ class Background:
         if self._stopped:
             return
         self._stopped = True
-        if self.proc.poll() is None and not self._soft_kill(self.proc.pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.cgroup is not None:
-            self.cgroup.kill()
-        try:
-            self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        end_process(self.proc, self._soft_kill, self.cgroup)
         self._reader.join(timeout=5.0)
         if self.proc.stderr is not None:
             self.proc.stderr.close()

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gymhub.errors import BackendError
-from gymhub.sandbox.background import Background
+from gymhub.sandbox.background import Background, end_process
 from gymhub.sandbox.base import (
     LIMIT_CPU,
     LIMIT_MEMORY,
@@ -169,20 +169,7 @@ class HostChannel(Channel):
         if self._eof:  # it is ending on its own: let its own status through
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=0.1)
-        running = self.proc.poll() is None
-        if running and not self._soft_kill(self.proc.pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.cgroup is not None:
-            self.cgroup.kill()
-        try:
-            self.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        running = end_process(self.proc, self._soft_kill, self.cgroup)
         code = self.proc.returncode
         sig = -code if code < 0 else (code - 128 if 128 < code <= 192 else None)
         oom = self.cgroup.oom_killed() if self.cgroup is not None else False
