@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hub_index import database
 
 from gymhub.hub.db import HubDB, Owner, Package, Version
-from gymhub.hub.names import did_you_mean, skeleton
-from gymhub.hub.records import PackageInfo, VersionInfo, newest, normalize_name
+from gymhub.hub.names import did_you_mean, normalize, skeleton
+from gymhub.hub.records import PackageInfo, VersionInfo, newest
 from gymhub.hub.search import search, suggestion_pool
 
 WORDS = ["maze", "sudoku", "chess", "wordle", "sql", "code", "tools", "math", "ladder", "poker"]
@@ -87,7 +87,7 @@ def old_search(db: HubDB, text: str, limit: int = 50) -> list[PackageInfo]:
     by_package: dict[int, list[Version]] = {}
     for r in rows:
         by_package.setdefault(r.package_id, []).append(r)
-    norm = normalize_name(needle)
+    norm = normalize(needle)
 
     def rank(item: tuple[Package, str]) -> tuple[int, str]:
         p, o = item
@@ -107,7 +107,7 @@ def old_search(db: HubDB, text: str, limit: int = 50) -> list[PackageInfo]:
 
 def old_suggestions(db: HubDB, owner: str, name: str) -> list[str]:
     """The old not-found hint: every ``owner/name`` on the hub through ``difflib``."""
-    wanted = f"{owner}/{normalize_name(name)}"
+    wanted = f"{owner}/{normalize(name)}"
     with db.read() as session:
         known = [f"{o}/{n}" for o, n in session.execute(
             sa.select(Owner.name, Package.normalized_name).join(Package))]

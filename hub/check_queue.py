@@ -47,7 +47,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gymhub.hub.db import CheckJob, CheckResult, HubDB, Owner, Package, Version
-from gymhub.hub.records import normalize_name, parse_version
+from gymhub.hub.names import normalize
+from gymhub.hub.records import parse_version
 
 __all__ = [
     "QueuedJob",
@@ -107,7 +108,7 @@ def _version_row(session: Session, owner: str, name: str,
     row = session.execute(
         sa.select(Version.id, Package.owner_id).join(Package, Version.package_id == Package.id)
         .join(Owner, Package.owner_id == Owner.id)
-        .where(Owner.name == owner, Package.normalized_name == normalize_name(name),
+        .where(Owner.name == owner, Package.normalized_name == normalize(name),
                Version.canonical_version == canon)).first()
     return None if row is None else (row[0], row[1])
 
@@ -287,4 +288,4 @@ def queued_versions(db: HubDB, owner: str, name: str) -> set[str]:
             sa.select(Version.version).join(CheckJob, CheckJob.version_id == Version.id)
             .join(Package, Version.package_id == Package.id)
             .join(Owner, Package.owner_id == Owner.id)
-            .where(Owner.name == owner, Package.normalized_name == normalize_name(name))))
+            .where(Owner.name == owner, Package.normalized_name == normalize(name))))

@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from gymhub.errors import InvalidHubInput, VersionNotFound
-from gymhub.hub.names import normalize, skeleton
+from gymhub.hub.names import skeleton
 
 __all__ = [
     "CheckInfo",
@@ -31,7 +31,6 @@ __all__ = [
     "check_package_name",
     "name_skeleton",
     "newest",
-    "normalize_name",
     "parse_version",
     "pick_version",
 ]
@@ -41,7 +40,6 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")
 
 #: PEP 503 normalisation, kept under this name for the store's callers: it *is*
 #: :func:`gymhub.hub.names.normalize`, so the hub has one rule for "the same name".
-normalize_name = normalize
 
 
 def name_skeleton(name: str) -> str:

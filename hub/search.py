@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import InstrumentedAttribute
 
 from gymhub.hub.db import HubDB, Owner, Package, Version
-from gymhub.hub.names import did_you_mean, skeleton
-from gymhub.hub.records import PackageInfo, VersionInfo, newest, normalize_name
+from gymhub.hub.names import did_you_mean, normalize, skeleton
+from gymhub.hub.records import PackageInfo, VersionInfo, newest
 
 __all__ = ["SUGGESTION_POOL", "search", "suggest_owners", "suggestion_pool"]
 
@@ -54,7 +54,7 @@ def search(db: HubDB, text: str, *, limit: int = 50, offset: int = 0) -> list[Pa
     another page follows. An empty ``text`` matches everything, still one page at a time.
     """
     needle = text.strip().lower()
-    like, norm = f"%{_escape_like(needle)}%", normalize_name(needle)
+    like, norm = f"%{_escape_like(needle)}%", normalize(needle)
     tier = sa.case((Package.normalized_name == norm, 0),
                    (Package.normalized_name.like(f"{_escape_like(norm)}%", escape="\\"), 1),
                    else_=2)

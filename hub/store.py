@@ -77,7 +77,7 @@ from gymhub.hub.db import (
     Version,
 )
 from gymhub.hub.markdown import readme_from_metadata, render_readme
-from gymhub.hub.names import check_new_package_name
+from gymhub.hub.names import check_new_package_name, normalize
 from gymhub.hub.records import (
     CheckInfo,
     PackageInfo,
@@ -87,7 +87,6 @@ from gymhub.hub.records import (
     check_package_name,
     name_skeleton,
     newest,
-    normalize_name,
     parse_version,
     pick_version,
 )
@@ -177,7 +176,7 @@ class HubStore:
         if len(data) != wheel.size or hashlib.sha256(data).hexdigest() != wheel.sha256:
             raise DigestMismatch(f"{wheel.filename}: the uploaded bytes are not the declared "
                                  f"{wheel.size} bytes with sha256 {wheel.sha256}")
-        key = (owner, normalize_name(wheel.name), canonicalize_version(v))
+        key = (owner, normalize(wheel.name), canonicalize_version(v))
         existing = self._settled(key, wheel)
         if existing is not None:  # putting again repairs a damaged copy
             self.blobs.put(wheel.sha256, data)
@@ -478,7 +477,7 @@ class HubStore:
                 sa.select(Version.version, CheckResult)
                 .join(CheckResult, CheckResult.version_id == Version.id)
                 .join(Package, Version.package_id == Package.id).join(Owner)
-                .where(Owner.name == owner, Package.normalized_name == normalize_name(name))
+                .where(Owner.name == owner, Package.normalized_name == normalize(name))
                 .order_by(CheckResult.checked_at, CheckResult.id)).all()
             # Later rows overwrite earlier ones: the newest check of each version wins.
             return {v: CheckInfo(v, c.sha256, c.status, dict(c.details), c.checked_at)
@@ -494,11 +493,11 @@ class HubStore:
     def _package_row(self, session: Session, owner: str, name: str) -> Package:
         package = session.scalar(
             sa.select(Package).join(Owner)
-            .where(Owner.name == owner, Package.normalized_name == normalize_name(name)))
+            .where(Owner.name == owner, Package.normalized_name == normalize(name)))
         if package is not None:
             return package
-        wanted = f"{owner}/{normalize_name(name)}"
-        known = [f"{o}/{normalize_name(n)}" for o, n in suggestion_pool(self.db, owner, name)]
+        wanted = f"{owner}/{normalize(name)}"
+        known = [f"{o}/{normalize(n)}" for o, n in suggestion_pool(self.db, owner, name)]
         near = difflib.get_close_matches(wanted, known, n=3, cutoff=0.75)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise PackageNotFound(f"no package {owner}/{name} on this hub{hint}")
