@@ -361,7 +361,7 @@ def test_hub_extra_serves_pushes_checks_and_installs(venvs, tmp_path):
         sha = push.stdout.split()[-1]
 
         deadline, status, details = time.monotonic() + 240, "pending", {}
-        while status == "pending" and time.monotonic() < deadline:
+        while status in ("pending", "queued") and time.monotonic() < deadline:
             info = _run([gymhub, "info", "alice/word-ladder", "--json"], cwd=work, env=env)
             assert info.returncode == 0, info.stderr
             details = json.loads(info.stdout)["versions"][0].get("check") or {}
