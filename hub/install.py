@@ -256,7 +256,10 @@ def install(ref: tuple[str, str, str | None], hub: str, *, trust: bool = False,
                           and bool(locked.get("trusted")))
         if status != "passed" and not (trust or trusted_before):
             lock.save()  # remember the newest check seen, so an older one cannot replace it
-            why = "failed its check" if status == "failed" else "has no signed check"
+            queued = (row.get("check") or {}).get("status") == "queued"
+            why = ("failed its check" if status == "failed" else
+                   "is still waiting for the hub's check (queued; try again shortly)"
+                   if queued else "has no signed check")
             raise UntrustedPackage(f"{pid} {row['version']} (sha256 {row['sha256']}) {why} "
                                    "on the hub; install it anyway with --trust")
         if status != "passed" and trust and not trusted_before:

@@ -404,3 +404,13 @@ def test_env_digests_come_from_the_lock_else_the_installed_record(tmp_path, monk
     got = env_digests(["bob/chess-v0"], tmp_path / "none.lock")
     assert got == {"bob/chess-v0": {"source": "installed", "version": "1.0", "record_sha256":
                                     hashlib.sha256(b"x.py,sha256=abc,1\n").hexdigest()}}
+
+
+def test_a_version_still_queued_for_its_check_is_refused_saying_so(hub, tmp_path):
+    from gymhub.hub.check_queue import enqueue
+
+    hub.publish("0.1.0")
+    assert enqueue(hub.store.db, "alice", "word-ladder", "0.1.0")
+    out = install(hub.start(), tmp_path, "alice/word-ladder")
+    assert out.returncode == 2 and "waiting for the hub's check (queued" in out.stderr, out.stderr
+    assert "--trust" in out.stderr and not (tmp_path / "site").exists()
