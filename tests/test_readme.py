@@ -45,22 +45,34 @@ class Snippet:
     where: str
 
 
+#: Pages whose blocks run like the README's (the hub's walk-through lives in docs/hub.md).
+DOCS = ("README.md", "docs/hub.md")
+
+
 def snippets() -> list[Snippet]:
-    text = (ROOT / "README.md").read_text()
+    out: list[Snippet] = []
+    for doc in DOCS:
+        out += _snippets_of(doc)
+    return out
+
+
+def _snippets_of(doc: str) -> list[Snippet]:
+    text = (ROOT / doc).read_text()
+    prefix = "" if doc == "README.md" else f"{doc}:"
     out: list[Snippet] = []
     for n, match in enumerate(FENCE.finditer(text), start=1):
         lang, body = match.groups()
         line_no = text.count("\n", 0, match.start()) + 2
         if lang == "python":
-            out.append(Snippet("python", body, f"block{n}-line{line_no}"))
+            out.append(Snippet("python", body, f"{prefix}block{n}-line{line_no}"))
             continue
         if body.startswith("# one shell session"):
-            out.append(Snippet("script", body, f"block{n}-line{line_no}"))
+            out.append(Snippet("script", body, f"{prefix}block{n}-line{line_no}"))
             continue
         for offset, line in enumerate(body.splitlines()):
             command = line.split(" #", 1)[0].strip()
             if command and not command.startswith("#"):
-                out.append(Snippet("bash", command, f"block{n}-line{line_no + offset}"))
+                out.append(Snippet("bash", command, f"{prefix}block{n}-line{line_no + offset}"))
     return out
 
 
