@@ -18,7 +18,6 @@ import time
 import traceback
 from collections.abc import Sequence
 from email.parser import Parser
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,35 +29,14 @@ GOLD_TASKS = 25
 
 
 def missing_requirements(site: Path) -> list[str]:
-    """The wheel's requirements that nothing importable here satisfies.
+    """The wheel's requirements that nothing importable here satisfies (the hub's rule)."""
+    from gymhub.hub.checker import missing_requirements as unmet
 
-    ``gymhub`` itself is provided by the hub (its own source is on the path), whatever
-    version the wheel names: the checker runs the hub's gymhub, the one it vouches for.
-    """
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    missing: list[str] = []
+    lines: list[str] = []
     for meta in sorted(site.glob("*.dist-info/METADATA")):
-        for line in Parser().parsestr(meta.read_text(encoding="utf-8")).get_all(
-                "Requires-Dist") or []:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                missing.append(f"{line} (unparseable)")
-                continue
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                continue
-            if canonicalize_name(req.name) == "gymhub":
-                continue
-            try:
-                found = metadata.version(req.name)
-            except metadata.PackageNotFoundError:
-                missing.append(line)
-                continue
-            if req.specifier and not req.specifier.contains(found, prereleases=True):
-                missing.append(f"{line} (only {found} is available)")
-    return missing
+        lines += Parser().parsestr(meta.read_text(encoding="utf-8")).get_all(
+            "Requires-Dist") or []
+    return unmet(lines)
 
 
 def _noop(_env: Any, _obs: Any, _info: Any) -> Any:
