@@ -4,7 +4,7 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-EXTRAS  ?= dev,train
+EXTRAS  ?= dev,train,docs
 # The install is redone only when pyproject.toml changes: the editable install maps the
 # import root to gymhub/, so new modules are seen without reinstalling.
 STAMP   := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
@@ -12,7 +12,7 @@ comma   := ,
 QUIET   := scripts/quietly
 export GYMHUB_TEST_POSTGRES_URL ?= postgresql://root@127.0.0.1:5432/test
 
-.PHONY: install system demo test lint typecheck bench clean
+.PHONY: install system demo test lint typecheck bench docs clean
 
 $(BIN)/python:
 	@$(QUIET) "creating $(VENV)" $(PY) -m venv $(VENV)
@@ -42,5 +42,8 @@ typecheck: install  ## mypy --strict over the import root (gymhub/ links the top
 bench: install system  ## every benchmark, printing ratios against a baseline run side by side
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+docs: install  ## the documentation site, built strictly into site/ (broken links fail)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) site build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

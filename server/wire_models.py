@@ -241,7 +241,7 @@ class TaskSummary(BaseModel):
 
 
 class TaskList(BaseModel):
-    """``GET /v1/envs/{env}/tasks``."""
+    """``GET /v1/tasks?env=ID``: task ids and tags, never gold answers."""
 
     total: int
     tasks: list[TaskSummary]
@@ -256,7 +256,7 @@ class VerifierCaseModel(BaseModel):
 
 
 class VerifyRequest(BaseModel):
-    """``POST /v1/envs/{env}/verify``: score a submission outside an episode."""
+    """``POST /v1/verify?env=ID``: score a submission outside an episode."""
 
     model_config = _STRICT
     task_id: str = Field(min_length=1, max_length=500)

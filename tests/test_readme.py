@@ -1,6 +1,8 @@
 """Every Python and shell block of the README runs, so the README cannot drift from the code.
 
-Blocks run in order in one scratch directory, as a reader would type them. A Python
+The docs site's pages run the same way, but only the blocks a line ``<!-- runnable -->``
+marks (a page also shows commands that need a model, a GPU or minutes). Blocks run in
+order, one scratch directory per page, as a reader would type them. A Python
 block whose first line is ``# NAME.py`` is saved under that name (later blocks import
 it) and then run. Each shell line runs on its own and must exit 0, except for three
 kinds that cannot run as written inside a test, each checked as closely as a test can:
@@ -45,8 +47,10 @@ class Snippet:
     where: str
 
 
-#: Pages whose blocks run like the README's (the hub's walk-through lives in docs/hub.md).
-DOCS = ("README.md", "docs/hub.md")
+RUNNABLE = "<!-- runnable -->\n"
+
+#: The README (every block runs) and the docs site's pages (marked blocks run).
+DOCS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")))
 
 
 def snippets() -> list[Snippet]:
@@ -61,6 +65,8 @@ def _snippets_of(doc: str) -> list[Snippet]:
     prefix = "" if doc == "README.md" else f"{doc}:"
     out: list[Snippet] = []
     for n, match in enumerate(FENCE.finditer(text), start=1):
+        if doc != "README.md" and not text[:match.start()].endswith(RUNNABLE):
+            continue
         lang, body = match.groups()
         line_no = text.count("\n", 0, match.start()) + 2
         if lang == "python":
@@ -79,9 +85,17 @@ def _snippets_of(doc: str) -> list[Snippet]:
 SNIPPETS = snippets()
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("readme")
+_SCRATCH: dict[str, Path] = {}
+
+
+@pytest.fixture
+def scratch(snippet: Snippet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One directory per page, shared by its blocks in order (a later block may use
+    what an earlier one wrote)."""
+    page = snippet.where.rpartition(":")[0] or "README.md"
+    if page not in _SCRATCH:
+        _SCRATCH[page] = tmp_path_factory.mktemp(page.replace("/", "_"))
+    return _SCRATCH[page]
 
 
 def _env(scratch: Path) -> dict[str, str]:
