@@ -158,7 +158,7 @@ def _models_of(op: dict[str, Any]) -> list[str]:
 
 def _type_of(prop: dict[str, Any]) -> str:
     if "$ref" in prop:
-        return prop["$ref"].rsplit("/", 1)[-1]
+        return str(prop["$ref"]).rsplit("/", 1)[-1]
     if "anyOf" in prop:
         return " or ".join(_type_of(p) for p in prop["anyOf"])
     if "enum" in prop:
