@@ -7,8 +7,20 @@ What this client promises, because the anchors broke each of these promises:
   passes, the call raises :class:`~gymhub.errors.RequestTimeout`. A server that
   is gone gives :class:`~gymhub.errors.ServerUnreachable` once the bounded retries
   (``retries``) are used up.
+* **A lost episode is loud.** An episode lives in one server process's memory, so
+  when an operation on an open episode (step, close, gold or reference action) ends
+  in ``ServerUnreachable`` or ``RequestTimeout`` (the server died, was restarted or
+  stopped answering past the deadline) the episode is gone with it, and the call
+  raises :class:`~gymhub.errors.EpisodeLost`, chained to that cause; so does a
+  server's own ``episode_lost`` answer (a restarted server names the incarnation
+  that held it), which is never retried. A learner masks and counts such a rollout
+  as an infrastructure failure instead of scoring it 0 or waiting on it. Opening an
+  episode has nothing to lose: there a missing server stays ``ServerUnreachable``
+  (a pool tries another).
 * **A retried step is never applied twice.** Steps carry ``seq``; a retry sends the
-  same ``seq`` and the server replays its cached reply. Creations carry a
+  same ``seq`` with the same action (the request is encoded once, before the first
+  attempt) and the server replays its cached reply; the server refuses a used
+  ``seq`` with another action (``seq_reused``), so this matters. Creations carry a
   ``request_id`` for the same reason.
 * **Backoff is jittered and honours ``Retry-After``** (429 at capacity, 503 while a
   server drains), so a fleet of clients does not retry in lockstep.
@@ -41,12 +53,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-from gymhub.errors import ServerError
+from gymhub.errors import EpisodeLost, RequestTimeout, ServerError, ServerUnreachable
 from gymhub.json_codec import dumps_lenient, loads
 from gymhub.types import Message, Score, StepResult
 
@@ -65,6 +77,11 @@ __all__ = ["AsyncEnvClient", "ClientConfig", "RemoteEpisode", "encode_action"]
 
 #: What :meth:`AsyncEnvClient._retrying` returns when an operation must go alone.
 _UNBATCHED: Any = object()
+#: Codes saying the server holds no such episode (closing one is then already done).
+_GONE = frozenset({"episode_not_found", "episode_lost"})
+#: Codes after which the server no longer holds an episode it held.
+_ENDED = frozenset({"deadline_exceeded", "episode_not_found", "episode_lost", "env_error"})
+T = TypeVar("T")
 
 
 def encode_action(action: Any) -> Any:
@@ -117,11 +134,17 @@ class RemoteEpisode:
     _closed: bool = field(default=False, repr=False)
 
     async def step(self, action: Any) -> StepResult:
-        """Apply one action (a :class:`Message`, or a message dict)."""
+        """Apply one action (a :class:`Message`, or a message dict).
+
+        Raises:
+            EpisodeLost: the server restarted, died or stopped answering (see
+                :meth:`AsyncEnvClient.step`); ``on_end`` has run, as for every error
+                after which the server no longer holds the episode.
+        """
         try:
             result = await self.client.step(self.id, action, self.seq + 1)
         except ServerError as exc:
-            if exc.code in ("deadline_exceeded", "episode_not_found", "env_error"):
+            if exc.code in _ENDED:
                 self._ended()  # the server no longer holds this episode
             raise
         self.seq += 1
@@ -259,7 +282,11 @@ class AsyncEnvClient:
             await asyncio.sleep(loop.next(resp))
 
     async def health(self) -> dict[str, Any]:
-        """``GET /healthz``: status, open episodes and capacity."""
+        """``GET /healthz``: status, open episodes, capacity and the server's incarnation.
+
+        The incarnation changes at every server start: a supervisor that sees it change
+        knows every episode the server held is lost.
+        """
         started = time.monotonic()
         try:
             resp = await self._send("GET", "/healthz", None, self.config.timeout)
@@ -295,30 +322,65 @@ class AsyncEnvClient:
         return RemoteEpisode(self, body["episode_id"], env,
                              [Message.from_dict(m) for m in body["observation"]], body["info"])
 
+    async def _on_episode(self, episode_id: str, call: Awaitable[T]) -> T:
+        """Run an operation on an open episode; a server gone with it is :class:`EpisodeLost`.
+
+        The bounded retries have already run (a dropped connection was resent with the
+        same ``seq`` and action): a server still unreachable, or silent past the call's
+        deadline, no longer holds the episode for this client, whatever it did with the
+        last request. That is an infrastructure failure of this one episode, not of
+        the run, so it gets the episode's error rather than the server's.
+        """
+        try:
+            return await call
+        except (ServerUnreachable, RequestTimeout) as exc:
+            raise EpisodeLost(f"{exc}; the server holding episode {episode_id} stopped "
+                              "answering, so the episode is lost") from exc
+
     async def step(self, episode_id: str, action: Any, seq: int) -> StepResult:
-        """Apply step ``seq`` (prefer :meth:`RemoteEpisode.step`, which counts for you)."""
+        """Apply step ``seq`` (prefer :meth:`RemoteEpisode.step`, which counts for you).
+
+        The request is encoded once, so every retry after a dropped connection resends
+        the same ``seq`` with the same action, and a step the server had applied is
+        answered from its cache rather than refused as ``seq_reused``.
+
+        Raises:
+            EpisodeLost: the server answered ``episode_lost`` (it restarted: never
+                retried), or it stayed unreachable or silent through the retries and
+                the deadline (see :meth:`_on_episode`).
+            SeqReused: ``seq`` was already applied with another action.
+        """
         req = {"action": encode_action(action), "seq": seq}
-        body = await self._op({"op": "step", "episode_id": episode_id, **req},
-                              "POST", f"/episodes/{episode_id}/step", req,
-                              what=f"step {seq} of {episode_id}")
+        body = await self._on_episode(episode_id, self._op(
+            {"op": "step", "episode_id": episode_id, **req},
+            "POST", f"/episodes/{episode_id}/step", req, what=f"step {seq} of {episode_id}"))
         return _step_result(body)
 
     async def gold_action(self, episode_id: str) -> Message:
-        """The reference action for an episode's current state."""
-        return Message.from_dict(await self._call("GET", f"/episodes/{episode_id}/gold"))
+        """The reference action for an episode's current state (errors as for :meth:`step`)."""
+        return Message.from_dict(await self._on_episode(
+            episode_id, self._call("GET", f"/episodes/{episode_id}/gold")))
 
     async def reference_action(self, episode_id: str, policy: str, seed: int = 0) -> Message:
         """A reference policy's next action: ``gold``, ``noop``, ``refuse`` or ``random``."""
-        return Message.from_dict(await self._call(
-            "GET", f"/episodes/{episode_id}/reference/{policy}?seed={int(seed)}"))
+        return Message.from_dict(await self._on_episode(episode_id, self._call(
+            "GET", f"/episodes/{episode_id}/reference/{policy}?seed={int(seed)}")))
 
     async def close_episode(self, episode_id: str, *, missing_ok: bool = False) -> None:
-        """Close an episode; with ``missing_ok`` an unknown id is not an error."""
+        """Close an episode.
+
+        Args:
+            episode_id: the episode.
+            missing_ok: an episode the server no longer holds (``episode_not_found``,
+                or ``episode_lost``: a restarted or vanished server) is already
+                closed, so that is not an error.
+        """
         try:
-            await self._op({"op": "close", "episode_id": episode_id}, "DELETE",
-                           f"/episodes/{episode_id}", None, what=f"close {episode_id}")
+            await self._on_episode(episode_id, self._op(
+                {"op": "close", "episode_id": episode_id}, "DELETE",
+                f"/episodes/{episode_id}", None, what=f"close {episode_id}"))
         except ServerError as exc:
-            if not (missing_ok and exc.code == "episode_not_found"):
+            if not (missing_ok and exc.code in _GONE):
                 raise
 
     async def tasks(self, env: str) -> list[dict[str, Any]]:

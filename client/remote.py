@@ -165,6 +165,8 @@ class RemoteEnv(gymnasium.Env[list[Message], Message]):
         Raises:
             EpisodeNotStarted: ``reset`` was never called.
             EpisodeFinished: the episode already ended.
+            EpisodeLost: the server restarted, died or stopped answering mid-episode;
+                call ``reset()`` for a new episode.
         """
         if self.episode_id is None:
             raise EpisodeNotStarted("call reset() before step()")

@@ -14,7 +14,10 @@ behind those promises lives here, once:
 * **Typed.** A server error comes back as its own exception
   (:func:`~gymhub.errors.error_from_code`); running out of attempts is a
   :class:`~gymhub.errors.ServerUnreachable`, running out of time a
-  :class:`~gymhub.errors.RequestTimeout`.
+  :class:`~gymhub.errors.RequestTimeout`. For an operation on an open episode the
+  async client turns either into :class:`~gymhub.errors.EpisodeLost` (the episode
+  lived in that server's memory); ``episode_lost`` (410) and ``seq_reused`` (409)
+  answers are never retried: resending cannot change them.
 
 Like :mod:`gymhub.client.async_client`, this imports only httpx and light gymhub modules.
 """

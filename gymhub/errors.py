@@ -66,8 +66,11 @@ environment answers them with a message. A verifier that cannot judge returns a
     │       ├── SignatureInvalid     an attestation's signature does not verify
     │       └── AttestationMismatch  a valid attestation vouches for other bytes or names
     └── ServerError                  answered by (or about) an environment server; ``status``
-        ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, restarted)
+        ├── EpisodeNotFound          404 no open episode with that id (closed, reaped, never issued)
+        ├── EpisodeLost              410 the episode's server restarted or stopped answering:
+        │                            an infrastructure failure, masked by the learner, never 0
         ├── SeqConflict              409 a stale or skipped ``seq`` (``expected`` says which)
+        ├── SeqReused                409 the last ``seq`` again, with a different action
         ├── AtCapacity               429 the server holds ``max_episodes``; see ``retry_after``
         ├── DeadlineExceeded         504 a step ran past the server's deadline; episode closed
         ├── Unauthorized             401 missing or wrong bearer token
@@ -114,6 +117,7 @@ __all__ = [
     "EnvNotFound",
     "EpisodeError",
     "EpisodeFinished",
+    "EpisodeLost",
     "EpisodeNotFound",
     "EpisodeNotStarted",
     "GenerationAborted",
@@ -143,6 +147,7 @@ __all__ = [
     "ReservedName",
     "SandboxPathError",
     "SeqConflict",
+    "SeqReused",
     "ServerDraining",
     "ServerError",
     "ServerUnreachable",
@@ -501,10 +506,37 @@ class ServerError(GymhubError):
 
 
 class EpisodeNotFound(ServerError):
-    """No open episode has that id: it was closed, reaped, or the server restarted."""
+    """No open episode of this server has that id: it was closed, reaped, or never issued.
+
+    An id issued by an earlier start of the server is :class:`EpisodeLost` instead.
+    """
 
     code = "episode_not_found"
     status = 404
+
+
+class EpisodeLost(ServerError):
+    """The episode was held by a server incarnation that is gone (restarted, or silent).
+
+    Its id names another incarnation than the answering server's, or the server stopped
+    answering past the step's deadline. Unlike ``episode_not_found`` (a caller's mistake:
+    a closed or unknown id), this is an infrastructure failure: the learner masks and
+    counts the trajectory, never scores it 0.
+    """
+
+    code = "episode_lost"
+    status = 410
+
+
+class SeqReused(ServerError):
+    """The last applied ``seq`` arrived again carrying a different action.
+
+    An identical retry is answered with the cached reply; a reused ``seq`` with other
+    content is refused, as an idempotency key reused with other parameters is.
+    """
+
+    code = "seq_reused"
+    status = 409
 
 
 class SeqConflict(ServerError):
@@ -781,9 +813,9 @@ class AttestationMismatch(InstallRefused):
 
 
 _SERVER_CLASSES: tuple[type[ServerError], ...] = (
-    EpisodeNotFound, SeqConflict, AtCapacity, DeadlineExceeded, Unauthorized,
-    PayloadTooLarge, InvalidRequest, ReferenceDisabled, ServerDraining, EnvCrashed,
-    InternalServerError,
+    EpisodeNotFound, EpisodeLost, SeqConflict, SeqReused, AtCapacity, DeadlineExceeded,
+    Unauthorized, PayloadTooLarge, InvalidRequest, ReferenceDisabled, ServerDraining,
+    EnvCrashed, InternalServerError,
 )
 #: The classes whose codes a server answers, by code.
 _BY_CODE: dict[str, type[GymhubError]] = {

@@ -176,10 +176,14 @@ def create_app(
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     async def healthz() -> Response:
-        """Liveness and load: 200 while serving, 503 once draining."""
+        """Liveness, load and incarnation: 200 while serving, 503 once draining.
+
+        A supervisor or client that sees the incarnation change knows the server
+        restarted and every episode it held is lost.
+        """
         body = {"status": "draining" if manager.draining else "ok",
                 "episodes_open": manager.live, "max_episodes": manager.max_episodes,
-                "draining": manager.draining}
+                "draining": manager.draining, "incarnation": manager.incarnation}
         return raw(dumps(body), 503 if manager.draining else 200)
 
     @app.get("/metrics", tags=["ops"], response_class=Response,
@@ -191,7 +195,7 @@ def create_app(
     @app.get("/v1/envs", response_model=EnvList, responses=errors(), tags=["envs"])
     async def list_envs() -> Response:
         """Served environments: ids, tool schemas, verifier ids and task counts."""
-        return raw(dumps({"envs": manager.env_infos()}))
+        return raw(dumps({"envs": manager.env_infos(), "incarnation": manager.incarnation}))
 
     @app.get("/v1/tasks", response_model=TaskList, responses=errors(404, 422), tags=["envs"])
     async def list_tasks(env: str = Query(max_length=200),
@@ -223,9 +227,12 @@ def create_app(
         return raw(body, status)
 
     @app.post("/v1/episodes/{episode_id}/step", response_model=StepReply,
-              responses=errors(404, 409, 413, 422, 504), tags=["episodes"])
+              responses=errors(404, 409, 410, 413, 422, 504), tags=["episodes"])
     async def step(episode_id: str, req: StepRequest) -> Response:
-        """Apply step ``seq``; repeating the last ``seq`` replays its reply."""
+        """Apply step ``seq``; the last ``seq`` again, with the same action, replays its reply.
+
+        410 ``episode_lost``: the id names another server incarnation (a restart).
+        """
         status, body = await dispatcher.step(episode_id, req)
         return raw(body, status)
 
@@ -242,14 +249,14 @@ def create_app(
         return raw(body, status)
 
     @app.get("/v1/episodes/{episode_id}/gold", response_model=MessageModel,
-             responses=errors(403, 404, 409, 504), tags=["reference"])
+             responses=errors(403, 404, 409, 410, 504), tags=["reference"])
     async def gold(episode_id: str) -> Response:
         """The reference policy's next action in this episode."""
         reference_on()
         return raw(dumps(await manager.gold(episode_id)))
 
     @app.get("/v1/episodes/{episode_id}/reference/{policy}", response_model=MessageModel,
-             responses=errors(403, 404, 409, 422, 504), tags=["reference"])
+             responses=errors(403, 404, 409, 410, 422, 504), tags=["reference"])
     async def reference(episode_id: str, policy: Literal["gold", "noop", "refuse", "random"],
                         seed: int = 0) -> Response:
         """A reference policy's next action (``random`` is seeded by ``seed``)."""
@@ -257,7 +264,7 @@ def create_app(
         return raw(dumps(await manager.reference(episode_id, policy, seed)))
 
     @app.delete("/v1/episodes/{episode_id}", response_model=EpisodeClosed,
-                responses=errors(404), tags=["episodes"])
+                responses=errors(404, 410), tags=["episodes"])
     async def close_episode(episode_id: str) -> Response:
         """Close an episode and release its environment."""
         status, body = await dispatcher.close(episode_id)

@@ -8,10 +8,14 @@ idempotency cache (a retried step gets exactly the bytes of the first answer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import functools
+import hashlib
+import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +24,16 @@ from gymhub.types import Score
 
 from .wire_models import dumps, jsonable
 
-__all__ = ["Episode", "Holder", "creation_reply", "step_reply"]
+__all__ = ["Episode", "Holder", "action_digest", "creation_reply", "step_reply"]
+
+#: orjson with sorted keys, when installed (several times faster than :mod:`json`).
+_canonical: Callable[[Any], bytes] | None
+try:
+    import orjson
+
+    _canonical = functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _canonical = None
 
 
 @dataclass(eq=False)
@@ -33,6 +46,8 @@ class Episode:
         env: the live environment; ``None`` once the episode has ended.
         seq: the last applied step (0 before the first).
         last_reply: the serialised reply of step ``seq``, replayed on a retry.
+        last_action: :func:`action_digest` of step ``seq``'s action: a retry must carry
+            the same action to be replayed (else ``seq_reused``).
         created_reply: the serialised creation reply, replayed for a repeated ``request_id``.
         last_used: monotonic time of the last request, for the TTL reaper.
     """
@@ -44,6 +59,7 @@ class Episode:
     request_id: str | None = None
     seq: int = 0
     last_reply: bytes | None = None
+    last_action: bytes = b""
     last_used: float = field(default_factory=time.monotonic)
     closed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -94,6 +110,25 @@ def step_reply(env: TextEnv, action: Any, seq: int) -> tuple[bytes, str | None]:
     }
     ended = "terminated" if terminated else "truncated" if truncated else None
     return dumps(body), ended
+
+
+def action_digest(action: Any) -> bytes:
+    """What identifies a step's action when its ``seq`` comes again: a hash of its JSON.
+
+    ``seq`` is the step's idempotency key, and a key reused with other content is a
+    client bug that must be refused, not answered with the first reply. The JSON is
+    canonical (keys sorted) because a client that re-encodes the same action on a
+    retry may order its keys differently. A 32-byte hash is kept per episode rather
+    than the action, which may be as large as the body limit.
+    """
+    data: bytes | None = None
+    if _canonical is not None:
+        with contextlib.suppress(TypeError):  # orjson refuses a lone surrogate; json escapes it
+            data = _canonical(action)
+    if data is None:
+        data = json.dumps(action, sort_keys=True, ensure_ascii=True, separators=(",", ":"),
+                          default=repr).encode()
+    return hashlib.sha256(data).digest()
 
 
 class Holder:

@@ -9,6 +9,13 @@ is closed when it passes); blocking environment code must not stall the event lo
 (so it runs in a bounded thread pool); and shutdown must not drop work (so
 :meth:`EpisodeManager.drain` waits for in-flight steps, then closes every episode).
 
+Every manager draws a random *incarnation* (:mod:`.episode_ids`) carried in each
+episode id it issues, so a step for an episode of an earlier start of the server (or of
+another server) is answered ``episode_lost``, not ``episode_not_found``: a restart is an
+infrastructure failure the learner masks, not a caller's mistake. The last applied
+``seq`` replays its cached reply only for the same action; another action under that
+``seq`` is refused (``seq_reused``), as an idempotency key reused with other content is.
+
 Steps of one episode are serialised by a per-episode :class:`asyncio.Lock`; steps of
 different episodes run concurrently, up to the pool's size.
 
@@ -26,12 +33,10 @@ resources of an abandoned episode are released at once.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import logging
 import math
-import os
 import random
 import time
 from collections import OrderedDict
@@ -47,17 +52,21 @@ from gymhub.errors import (
     EnvNotFound,
     EpisodeError,
     EpisodeFinished,
+    EpisodeLost,
     EpisodeNotFound,
     GymhubError,
     InvalidRequest,
     SeqConflict,
+    SeqReused,
     ServerDraining,
+    ServerError,
     TaskNotFound,
 )
 from gymhub.types import Message
 
 from .catalog import Catalog
-from .episode_record import Episode, Holder, creation_reply, step_reply
+from .episode_ids import IdSource, incarnation_of, new_incarnation
+from .episode_record import Episode, Holder, action_digest, creation_reply, step_reply
 from .instance_pool import InstancePool
 from .metrics import Metrics
 from .workers import Closable, Workers
@@ -135,11 +144,12 @@ class EpisodeManager:
         self.draining = False
         self.catalog = Catalog(registry)
         self.instance_pool = InstancePool(self.specs, recycle, idle_env_ttl_s, self._dispose)
-        self._tombstones: OrderedDict[str, str] = OrderedDict()
+        # closed id -> (why, lost): explains a later request for it
+        self._tombstones: OrderedDict[str, tuple[str, bool]] = OrderedDict()
         self._creating: dict[str, asyncio.Future[bytes]] = {}
         self._requests: dict[str, Episode] = {}  # request_id -> episode, for idempotent create
         self.pool = Workers(workers, step_timeout_s)
-        self._ids = _Randomness()
+        self._ids = IdSource(new_incarnation())
         self._reaper: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -153,6 +163,7 @@ class EpisodeManager:
             return
         if self.draining:  # started again after a drain: an in-process restart, clean state
             self.draining = False
+            self._ids = IdSource(new_incarnation())  # a new start: the old episodes are lost
             self.catalog.clear()
             self._reaper = None
         self.pool.start()
@@ -195,7 +206,7 @@ class EpisodeManager:
             if ep.env is not None:
                 envs.append((ep.env_id, ep.env))
                 self._count_finish(ep.env_id, "shutdown")
-            self._forget(ep, "the server shut down")
+            self._forget(ep, "the server shut down with it open", lost=True)
         envs.extend(("", e) for e in self.instance_pool.drain())
         closed_episodes = len(envs)
         envs.extend(("", e) for e in self.catalog.envs())
@@ -205,6 +216,11 @@ class EpisodeManager:
         log.info("drained: closed %d open episode(s) and every idle environment", closed_episodes)
 
     # ------------------------------------------------------------------- queries
+    @property
+    def incarnation(self) -> str:
+        """This start's random id, carried in every episode id it issues (``/healthz``)."""
+        return self._ids.incarnation
+
     def env_infos(self) -> list[dict[str, Any]]:
         """What ``GET /v1/envs`` lists."""
         self._ensure_started()
@@ -227,13 +243,32 @@ class EpisodeManager:
             functools.partial(self.catalog.verify, env_id, task_id, submission))
 
     def get(self, episode_id: str) -> Episode:
-        """The episode, or :class:`EpisodeNotFound` saying why it is gone."""
+        """The open episode, or the error saying why it is gone (see :meth:`_gone`)."""
         ep = self.episodes.get(episode_id)
         if ep is None or ep.closed:
-            why = self._tombstones.get(episode_id)
-            detail = f": {why}" if why else " (never opened here, or the server restarted)"
-            raise EpisodeNotFound(f"no open episode {episode_id!r}{detail}")
+            raise self._gone(episode_id)
         return ep
+
+    def _gone(self, episode_id: str) -> ServerError:
+        """Why no open episode has this id: lost with a server start, or not found.
+
+        :class:`EpisodeLost` when the server lost it (it shut down with the episode
+        open, or the id names another incarnation: a restart); otherwise
+        :class:`EpisodeNotFound` (closed, reaped, or never issued here; a malformed id
+        too, as before incarnations).
+        """
+        tomb = self._tombstones.get(episode_id)
+        if tomb is not None:
+            why, lost = tomb
+            return (EpisodeLost if lost else EpisodeNotFound)(
+                f"no open episode {episode_id!r}: {why}")
+        issuer = incarnation_of(episode_id)
+        if issuer is not None and issuer != self.incarnation:
+            return EpisodeLost(  # the server cannot tell a restart from a misrouted id
+                f"episode {episode_id!r} was opened by server incarnation {issuer}, and this "
+                f"server is incarnation {self.incarnation}: the server that held it restarted "
+                "(or the id was sent to another server), so the episode is lost; open a new one")
+        return EpisodeNotFound(f"no open episode {episode_id!r} (never opened here)")
 
     # ------------------------------------------------------------------- actions
     async def create(
@@ -296,8 +331,12 @@ class EpisodeManager:
     async def step(self, episode_id: str, action: Any, seq: int) -> bytes:
         """Apply step ``seq`` of an episode; a repeat of the last ``seq`` replays its reply.
 
+        The repeat must carry the same action (compared by :func:`action_digest`): a
+        retry is answered from the cache, another action under a used ``seq`` is not.
+
         Raises:
-            EpisodeNotFound, SeqConflict, EpisodeFinished, DeadlineExceeded, EnvCrashed.
+            EpisodeNotFound, EpisodeLost, SeqConflict, SeqReused, EpisodeFinished,
+            DeadlineExceeded, EnvCrashed.
         """
         ep = self.get(episode_id)
         async with ep.lock:
@@ -305,6 +344,11 @@ class EpisodeManager:
                 self.get(episode_id)  # raises, with the reason
             ep.last_used = time.monotonic()
             if seq == ep.seq and ep.last_reply is not None:
+                if action_digest(action) != ep.last_action:
+                    raise SeqReused(
+                        f"step seq {seq} of episode {episode_id} was already applied with a "
+                        f"different action; send seq {seq + 1} for a new step, or the same "
+                        f"action to replay step {seq}")
                 self.metrics.step_retries.inc()
                 return ep.last_reply
             if ep.env is None:
@@ -315,20 +359,28 @@ class EpisodeManager:
                                   f"{ep.seq}, so send {ep.seq + 1} (or {ep.seq} to replay it)",
                                   expected=ep.seq + 1)
             env = ep.env
+
+            def work() -> tuple[bytes, str | None, bytes]:
+                digest = action_digest(action)  # in the worker, before the env sees it
+                return (*step_reply(env, action, seq), digest)
+
             t0 = time.perf_counter()
-            reply, ended = await self._drive(ep, lambda: step_reply(env, action, seq),
-                                             f"step {seq}")
+            reply, ended, digest = await self._drive(ep, work, f"step {seq}")
             seconds, count = self.metrics.for_env(ep.env_id)
             seconds.observe(time.perf_counter() - t0)
             count.inc()
-            ep.seq, ep.last_reply = seq, reply
+            ep.seq, ep.last_reply, ep.last_action = seq, reply, digest
             if ended is not None:
                 self._count_finish(ep.env_id, ended)
                 self._release(ep, recycle=True)
             return reply
 
     async def close(self, episode_id: str) -> None:
-        """Close an episode (waiting for an in-flight step) and release its environment."""
+        """Close an episode (waiting for an in-flight step) and release its environment.
+
+        Raises:
+            EpisodeNotFound, EpisodeLost: no open episode has this id (see :meth:`_gone`).
+        """
         ep = self.get(episode_id)
         async with ep.lock:
             if ep.closed:
@@ -347,7 +399,7 @@ class EpisodeManager:
         ``random`` draws from a generator seeded by ``seed``, so a client replays it.
 
         Raises:
-            EpisodeNotFound, EpisodeFinished, DeadlineExceeded, EnvCrashed: as for
+            EpisodeNotFound, EpisodeLost, EpisodeFinished, DeadlineExceeded, EnvCrashed: as for
             :meth:`step`; an action that overruns or raises closes the episode.
             InvalidRequest: an unknown policy.
         """
@@ -538,12 +590,13 @@ class EpisodeManager:
                 self._release(ep, recycle=False, reusable=reusable)
         self._forget(ep, why)
 
-    def _forget(self, ep: Episode, why: str) -> None:
+    def _forget(self, ep: Episode, why: str, *, lost: bool = False) -> None:
+        """Drop a closed episode, remembering ``why`` (and whether it was ``lost``)."""
         ep.closed = True
         self.episodes.pop(ep.id, None)
         if ep.request_id is not None:
             self._requests.pop(ep.request_id, None)
-        self._tombstones[ep.id] = why
+        self._tombstones[ep.id] = (why, lost)
         if len(self._tombstones) > _TOMBSTONES:
             self._tombstones.popitem(last=False)
 
@@ -569,32 +622,4 @@ class EpisodeManager:
                 log.info("reaped %d idle episode(s)", n)
             if trimmed:
                 log.info("closed %d environment(s) left idle after a load peak", trimmed)
-
-
-class _Randomness:
-    """Unguessable episode ids and fresh seeds, from the OS generator, read in bulk.
-
-    One ``os.urandom`` call per id was a syscall per episode, and with busy worker
-    threads each syscall meant waiting to take the GIL back (~70 us a call under load).
-    Reading 4 KiB at a time keeps the same source at a 1/256 of the calls.
-    """
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._at = 0
-
-    def _take(self, n: int) -> bytes:
-        if self._at + n > len(self._buf):
-            self._buf, self._at = os.urandom(4096), 0
-        out = self._buf[self._at:self._at + n]
-        self._at += n
-        return out
-
-    def episode_id(self) -> str:
-        """16 URL-safe characters carrying 96 random bits."""
-        return base64.urlsafe_b64encode(self._take(12)).decode()
-
-    def seed(self) -> int:
-        """A uniform seed in [0, 2**31)."""
-        return int.from_bytes(self._take(4), "big") >> 1
 

@@ -19,6 +19,7 @@ from gymhub.errors import (
     EnvCrashed,
     EnvNotFound,
     EpisodeFinished,
+    EpisodeLost,
     EpisodeNotFound,
     EpisodeNotStarted,
     GymhubError,
@@ -27,6 +28,7 @@ from gymhub.errors import (
     PayloadTooLarge,
     ReferenceDisabled,
     SeqConflict,
+    SeqReused,
     ServerDraining,
     ServerError,
     TaskNotFound,
@@ -52,9 +54,9 @@ _CORE_STATUS: dict[str, int] = {
 }
 
 _ANSWERED: tuple[type[ServerError], ...] = (
-    EpisodeNotFound, SeqConflict, AtCapacity, DeadlineExceeded, Unauthorized,
-    PayloadTooLarge, InvalidRequest, ReferenceDisabled, ServerDraining, EnvCrashed,
-    InternalServerError,
+    EpisodeNotFound, EpisodeLost, SeqConflict, SeqReused, AtCapacity, DeadlineExceeded,
+    Unauthorized, PayloadTooLarge, InvalidRequest, ReferenceDisabled, ServerDraining,
+    EnvCrashed, InternalServerError,
 )
 
 #: Every stable code the server may answer, with its HTTP status.

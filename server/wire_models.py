@@ -124,14 +124,17 @@ class StepRequest(BaseModel):
     """``POST /v1/episodes/{id}/step``: one assistant action.
 
     ``seq`` numbers the steps of an episode from 1. Sending the last applied ``seq``
-    again returns the cached reply (a safe retry); any other ``seq`` but the next is
-    refused with 409, so a step is never applied twice or out of order.
+    again with the same action returns the cached reply (a safe retry); with another
+    action it is refused with 409 ``seq_reused``; any other ``seq`` but the next is
+    refused with 409 ``seq_conflict``, so a step is never applied twice or out of order.
     """
 
     model_config = _STRICT
     action: Any = Field(description="An assistant message dict; a malformed one is answered by "
                                     "the environment with an error message, not refused.")
-    seq: int = Field(ge=1, le=MAX_SAFE_INT, description="1 for the first step, then +1.")
+    seq: int = Field(ge=1, le=MAX_SAFE_INT,
+                     description="1 for the first step, then +1; the last one again, with "
+                                 "the same action, replays its reply.")
 
 
 class StepReply(BaseModel):
@@ -227,10 +230,18 @@ class EnvInfo(BaseModel):
                     "check_env picks its scoring evidence by it.")
 
 
+#: What an incarnation field says, on every model that carries one.
+_INCARNATION = ("This server start's random id (8 hex digits), new at every start and written "
+                "at the front of every episode id it issues (`<incarnation>-<random>`). A "
+                "step for an id of another incarnation is answered 'episode_lost' (410): the "
+                "server restarted and the episode is gone.")
+
+
 class EnvList(BaseModel):
     """``GET /v1/envs``."""
 
     envs: list[EnvInfo]
+    incarnation: str = Field(default="", description=_INCARNATION)
 
 
 class TaskSummary(BaseModel):
@@ -270,6 +281,7 @@ class Health(BaseModel):
     episodes_open: int
     max_episodes: int
     draining: bool
+    incarnation: str = Field(description=_INCARNATION)
 
 
 def jsonable(value: Any, _depth: int = 0) -> Any:

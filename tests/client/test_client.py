@@ -15,6 +15,7 @@ import pytest
 from gymhub.client import AsyncEnvClient, EnvClient, encode_action
 from gymhub.errors import (
     AtCapacity,
+    EpisodeLost,
     EpisodeNotFound,
     RequestTimeout,
     ServerDraining,
@@ -146,18 +147,21 @@ def test_encode_action_keeps_bad_actions_bad() -> None:
     assert encode_action("bad \udcff text") == "bad \udcff text"
 
 
-def test_killed_server_gives_typed_error_and_restart_is_clean(
+def test_killed_server_loses_the_episode_and_restart_is_clean(
         server_factory: Any) -> None:
     server: ServerProcess = server_factory("echo-v0")
     client = EnvClient(server.url, timeout=3, retries=3, **FAST)
     opened = client.open("echo-v0", seed=0)
     client.step(opened.id, {"role": "assistant", "content": "x"}, 1)
     server.kill()
-    with pytest.raises(ServerUnreachable):  # refused at once: not a RequestTimeout
+    with pytest.raises(EpisodeLost) as lost:  # refused at once: not a timeout
         client.step(opened.id, {"role": "assistant", "content": "x"}, 2)
-    # a restarted server (same port) holds nothing of the old one
+    assert isinstance(lost.value.__cause__, ServerUnreachable)
+    with pytest.raises(ServerUnreachable):  # opening has no episode to lose
+        client.open("echo-v0")
+    # a restarted server (same port) holds nothing of the old one, and says so
     server_factory("echo-v0", port=int(server.url.rsplit(":", 1)[1]))
-    with pytest.raises(EpisodeNotFound):
+    with pytest.raises(EpisodeLost, match="restarted"):
         client.step(opened.id, {"role": "assistant", "content": "x"}, 2)
     fresh = client.open("echo-v0", seed=0)
     assert fresh.id != opened.id

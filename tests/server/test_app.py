@@ -348,6 +348,7 @@ def test_metrics_count_what_happened() -> None:
             assert "gymhub_episodes_open 0.0" in text
             health = (await raw.get("/healthz")).json()
             assert health == {"status": "ok", "episodes_open": 0, "max_episodes": 1024,
-                              "draining": False}
+                              "draining": False, "incarnation": health["incarnation"]}
+            assert ep.id.startswith(health["incarnation"] + "-")
 
     run(body)

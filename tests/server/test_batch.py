@@ -13,6 +13,7 @@ from gymhub.client import AsyncEnvClient
 from gymhub.client.coalesce import Coalescer
 from gymhub.errors import (
     AtCapacity,
+    EpisodeLost,
     InvalidRequest,
     RequestTimeout,
     SeqConflict,
@@ -69,14 +70,14 @@ def test_each_operation_is_answered_as_its_own_request_would_be() -> None:
             assert unknown["status"] == 404
             assert unknown["body"]["error"]["code"] == "episode_not_found"
             (replay,) = await batch(raw, {"op": "step", "episode_id": e1, "seq": 1,
-                                          "action": TEXT})
+                                          "action": LOOK})
             assert replay == step  # the cached reply of step 1, not a new step
 
             # Operations on one episode apply in list order: step 2 (the submit), a
             # replay of step 2, then the close.
             done, again, closed = await batch(
                 raw, {"op": "step", "episode_id": e1, "seq": 2, "action": submit(word)},
-                {"op": "step", "episode_id": e1, "seq": 2, "action": submit("other")},
+                {"op": "step", "episode_id": e1, "seq": 2, "action": submit(word)},
                 {"op": "close", "episode_id": e1})
             assert done["body"]["terminated"] and done["body"]["score"]["value"] == 1.0
             assert again["body"] == done["body"]  # the cached reply, not a second step
@@ -235,8 +236,9 @@ def test_a_malformed_batch_reply_is_a_typed_transport_error(reply: Any) -> None:
             # Every retry finds its neighbour retrying in the same turn: always batched.
             outcomes = await asyncio.gather(client.step("a", TEXT, 1), client.step("b", TEXT, 1),
                                             return_exceptions=True)
-            for outcome in outcomes:
-                assert isinstance(outcome, ServerUnreachable), outcome
+            for outcome in outcomes:  # no usable answer: the episode is lost to the client
+                assert isinstance(outcome, EpisodeLost), outcome
+                assert isinstance(outcome.__cause__, ServerUnreachable)
                 assert "malformed batch reply" in str(outcome)
 
     run(body)
@@ -284,8 +286,9 @@ def test_each_operation_keeps_its_own_deadline_in_a_slow_batch() -> None:
             short._batcher = client._batcher  # one batch, two deadlines
             slow = asyncio.ensure_future(client.step("a", TEXT, 1))
             fast = asyncio.ensure_future(short.step("b", TEXT, 1))
-            with pytest.raises((RequestTimeout, ServerUnreachable)):
+            with pytest.raises(EpisodeLost) as lost:
                 await fast  # its deadline passed while the batch was still unanswered
+            assert isinstance(lost.value.__cause__, (RequestTimeout, ServerUnreachable))
             assert not slow.done()  # the long one keeps waiting for the same batch
             release.set()
             assert not isinstance(await slow, Exception)
