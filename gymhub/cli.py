@@ -5,6 +5,10 @@ nothing but argparse. Subcommands that belong to a subpackage (``serve``,
 ``sandbox``) hand their arguments to that subpackage's own ``main``; the hub's user
 commands (``push``, ``install``, ...) are added from :mod:`gymhub.hub.consumer_cli`,
 which imports nothing else until one of them runs.
+
+Every command reports a :class:`~gymhub.errors.GymhubError` as one line,
+``gymhub: error: ...``, with exit status 1 or 2 (see :mod:`gymhub.cli_errors`);
+``gymhub --debug CMD ...`` shows the traceback too.
 """
 
 from __future__ import annotations
@@ -211,6 +215,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gymhub", description=__doc__.splitlines()[0] if __doc__ else ""
     )
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of an error (before the command; also "
+                        "GYMHUB_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     envs = sub.add_parser("envs", help="list registered environments")
@@ -324,7 +331,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    """Strip the global ``--debug``, then run the command, reporting its errors."""
+    from gymhub.cli_errors import debug_mode, report
+    from gymhub.errors import GymhubError
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = False
+    while argv and argv[0] == "--debug":
+        debug = True
+        del argv[0]
+    with debug_mode(debug):
+        try:
+            return _dispatch(argv)
+        except GymhubError as exc:
+            return report(exc)
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in _DELEGATED:
         import importlib
 
@@ -338,13 +361,7 @@ def _main(argv: Sequence[str] | None) -> int:
         rest = argv[1:]
         return int(module.main(rest))
     args = _build_parser().parse_args(argv)
-    from gymhub.errors import GymhubError
-
-    try:
-        return int(args.fn(args))
-    except GymhubError as exc:
-        print(f"gymhub: error: {exc}", file=sys.stderr)
-        return 2
+    return int(args.fn(args))
 
 
 if __name__ == "__main__":

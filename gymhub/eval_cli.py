@@ -7,7 +7,8 @@ Exit status: ``eval`` returns 1 when the gold policy scores below 1.0 on any tas
 when any episode errors (the other policies are measurements, so only errors fail
 them); ``rescore`` returns 1 when a trajectory could not be replayed. Bad input (an
 unknown environment, policy or file, a line that is not a record, an invalid verifier
-spec) is a usage error, 2, like every :class:`~gymhub.errors.GymhubError`.
+spec) is a usage error, 2; an environment server or engine that fails is 1 (both as
+one ``gymhub: error:`` line, see :mod:`gymhub.cli_errors`).
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ def _cmd_eval_model(args: argparse.Namespace) -> int:
             f"{args.env} model={args.model}: {result.episodes} episodes"
             + (f" (avg@{result.samples}, T={result.temperature:g})" if result.samples > 1 else "")
             + ", mean score "
-            f"{result.mean:.4f} ± {result.stderr:.4f}, {result.errors} errors, "
+            f"{result.mean:.4f} ± {result.stderr:.4f}, {result.errors} errors"
+            + (f" ({result.lost} lost by the servers)" if result.lost else "") + ", "
             f"{result.episodes_per_s:.2f} episodes/s"
         )
     return 0

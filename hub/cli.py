@@ -355,15 +355,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``gymhub hub``; errors print one line and exit with status 2."""
+    """Entry point of ``gymhub hub``; errors print one line (see :mod:`gymhub.cli_errors`)."""
+    from gymhub.cli_errors import report
     from gymhub.errors import GymhubError
 
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         return int(args.fn(args))
     except GymhubError as exc:
-        print(f"gymhub hub: error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     except ModuleNotFoundError as exc:  # the commands import lazily; the hub extra ships it
         print(f"gymhub hub: needs {exc.name!r}: pip install 'gymhub[hub]'", file=sys.stderr)
         return 2

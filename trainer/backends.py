@@ -14,6 +14,11 @@ which holds the GIL in the worker anyway. So :class:`InProcessBackend` times eac
 of call (start, step, close) of each environment, and once such calls have all been
 cheap for a while it makes them on the loop; the first one that is not cheap sends them
 back to the threads for good (see :class:`_Placement`).
+
+An episode can also be *lost*: its server restarted (the server answers
+``episode_lost``) or stopped answering (:data:`LOST_ERRORS`). That is the
+infrastructure's failure, not the policy's: the rollout marks such a trajectory lost,
+and the learner masks and counts it instead of scoring it 0.
 """
 
 from __future__ import annotations
@@ -25,13 +30,32 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from gymhub.errors import EpisodeLost, ServerUnreachable
 from gymhub.types import Message, StepResult
 
-__all__ = ["EpisodeBackend", "EpisodeStart", "InProcessBackend", "RemoteBackend"]
+if TYPE_CHECKING:
+    from .config import GRPOConfig
+
+__all__ = ["LOST_ERRORS", "EpisodeBackend", "EpisodeStart", "InProcessBackend",
+           "RemoteBackend", "make_backend"]
 
 T = TypeVar("T")
+
+#: A backend failure that means the episode is gone through no fault of the policy: its
+#: server restarted (``episode_lost``) or gave no answer within the client's retries and
+#: deadline (``ServerUnreachable``, ``RequestTimeout``).
+LOST_ERRORS: tuple[type[Exception], ...] = (EpisodeLost, ServerUnreachable)
+
+
+def make_backend(cfg: GRPOConfig) -> EpisodeBackend:
+    """The backend a config asks for: servers from a URL file or list, else in-process."""
+    if cfg.env_urls_file:
+        return RemoteBackend(urls_file=cfg.env_urls_file)
+    if cfg.env_urls:
+        return RemoteBackend(cfg.env_urls)
+    return InProcessBackend({env_id: cfg.env_args for env_id in cfg.env_ids})
 
 
 @dataclass
@@ -217,8 +241,14 @@ class RemoteBackend:
     caller drive the backend from another loop, that loop gets a pool of its own.
     Task lists are cached across loops.
 
+    An episode whose server lost it (:class:`~gymhub.errors.EpisodeLost`, or no answer
+    at all: :data:`LOST_ERRORS`) is forgotten here at once: the pool stops counting it
+    against that server, and there is nothing left on the server to close.
+
     Args:
         urls: ``http://host:port`` of each server (they serve the same environments).
+        urls_file: instead of ``urls``, a file listing them, re-read while training
+            (see :meth:`gymhub.client.pool.EnvPool.from_file`).
         pool_factory: builds the pool from ``urls`` (tests; defaults to ``EnvPool``).
         **client_kwargs: :class:`~gymhub.client.ClientConfig` fields
             (``token``, ``timeout``, ``retries`` ...).
@@ -226,14 +256,16 @@ class RemoteBackend:
 
     def __init__(
         self,
-        urls: Sequence[str],
+        urls: Sequence[str] = (),
         *,
+        urls_file: str | None = None,
         pool_factory: Callable[..., Any] | None = None,
         **client_kwargs: Any,
     ) -> None:
-        if not urls:
-            raise ValueError("RemoteBackend needs at least one server URL")
+        if not urls and urls_file is None:
+            raise ValueError("RemoteBackend needs at least one server URL or a URL file")
         self.urls = list(urls)
+        self.urls_file = urls_file
         self._factory = pool_factory
         self._client_kwargs = client_kwargs
         self._pool: Any = None
@@ -249,9 +281,25 @@ class RemoteBackend:
                 from gymhub.client.pool import EnvPool
 
                 factory = EnvPool
-            self._pool, self._loop = factory(self.urls, **self._client_kwargs), loop
+            if self.urls_file is not None:
+                pool = factory(urls_file=self.urls_file, **self._client_kwargs)
+            else:
+                pool = factory(self.urls, **self._client_kwargs)
+            self._pool, self._loop = pool, loop
             self._episodes = {}
         return self._pool
+
+    async def wait_ready(self, wait_s: float, notify: Callable[[str], None] | None = None
+                         ) -> None:
+        """Wait up to ``wait_s`` for the servers to start (see ``EnvPool.wait_ready``).
+
+        Raises:
+            ServerUnreachable: a server was still not ready at the deadline.
+            ConfigError: the URL file was still missing or empty then.
+        """
+        waiter = getattr(self._current(), "wait_ready", None)
+        if waiter is not None:
+            await waiter(wait_s, notify=notify, hint="env_wait_s sets how long to wait")
 
     async def create(
         self, env_id: str, *, task_id: str | None = None, seed: int | None = None
@@ -264,11 +312,19 @@ class RemoteBackend:
 
     async def step(self, episode_id: str, action: Message) -> StepResult:
         """Step the episode on the server that holds it."""
-        result: StepResult = await self._episodes[episode_id].step(action)
+        episode = self._episodes[episode_id]
+        try:
+            result: StepResult = await episode.step(action)
+        except LOST_ERRORS:
+            self._episodes.pop(episode_id, None)
+            ended, episode.on_end = episode.on_end, None
+            if ended is not None:
+                ended()  # the pool stops counting it on that server
+            raise
         return result
 
     async def close(self, episode_id: str) -> None:
-        """Close the episode on its server (idempotent)."""
+        """Close the episode on its server (idempotent; a lost one is already gone)."""
         episode = self._episodes.pop(episode_id, None)
         if episode is not None:
             await episode.close()
@@ -290,7 +346,8 @@ class RemoteBackend:
         from gymhub.errors import ConfigError
 
         problems = []
-        for url, client in zip(self.urls, self._current().clients, strict=True):
+        for client in self._current().clients:
+            url = client.config.base_url
             served = {e["id"]: e for e in await client.list_envs()}
             for env_id in env_ids:
                 info = served.get(env_id)
@@ -310,7 +367,14 @@ class RemoteBackend:
     async def tasks(self, env_id: str) -> list[dict[str, Any]]:
         """``{"id", "meta"}`` of every task of ``env_id`` (from the first server; cached)."""
         if env_id not in self._task_cache:
-            self._task_cache[env_id] = list(await self._current().clients[0].tasks(env_id))
+            clients = self._current().clients
+            if not clients:
+                from gymhub.errors import ServerUnreachable
+
+                raise ServerUnreachable(f"no environment server to list the tasks of {env_id}"
+                                        + (f" ({self.urls_file} lists none)"
+                                           if self.urls_file else ""))
+            self._task_cache[env_id] = list(await clients[0].tasks(env_id))
         return [dict(t) for t in self._task_cache[env_id]]
 
     async def task_ids(self, env_id: str) -> list[str]:

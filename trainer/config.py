@@ -108,6 +108,21 @@ class GRPOConfig(BaseModel):
         default_factory=list,
         description="Environment server URLs; empty runs the environments in-process.",
     )
+    env_urls_file: str | None = Field(
+        default=None,
+        description="A file listing environment server URLs, one per line (blank lines and "
+        "# comments ignored), as `gymhub launch ray --urls-file` keeps it. Re-read while "
+        "training (at most every second): servers added join, servers removed get no new "
+        "episodes, a server replaced under a new URL is picked up without a restart. "
+        "Exclusive with env_urls.",
+    )
+    env_wait_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="Seconds to wait before the first step for environment servers that are "
+        "still starting (connection refused, 503, an env_urls_file missing or empty); past "
+        "it the run stops with an error naming each server and why. 0 looks once.",
+    )
     env_args: dict[str, Any] = Field(
         default_factory=dict,
         description="Constructor arguments of every environment in env_ids (TOML table "
@@ -336,6 +351,9 @@ class GRPOConfig(BaseModel):
         bad = {k: v for k, v in self.partial_credit.items() if not (k and math.isfinite(v))}
         if bad:
             raise ValueError(f"partial_credit needs component names and finite weights, got {bad}")
+        if self.env_urls and self.env_urls_file:
+            raise ValueError("env_urls and env_urls_file are exclusive: list the servers in "
+                             "one of them")
         if self.engine == "vllm-server" and not self.engine_url:
             raise ValueError("engine 'vllm-server' needs engine_url")
         if self.engine != "transformers" and not (

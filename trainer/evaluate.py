@@ -21,6 +21,7 @@ its standard error are over *tasks*, the independent unit, never over episodes.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
@@ -45,6 +46,8 @@ class EvalResult:
         mean: mean score of the scored tasks (0.0 when none).
         stderr: standard error of that mean (sample deviation / sqrt(n)).
         errors: episodes that errored (backend failure or unjudgeable score).
+        lost: of those, episodes a server lost (it restarted or stopped answering):
+            the fleet's failure, left out of the mean like every error.
         truncated: episodes ended by a budget before the environment scored them.
         parse_errors: assistant turns whose tool calls did not parse.
         seconds: wall time of the rollouts.
@@ -65,6 +68,7 @@ class EvalResult:
     scores: dict[str, float | None] = field(default_factory=dict)
     samples: int = 1
     temperature: float = 0.0
+    lost: int = 0
 
     @property
     def episodes_per_s(self) -> float:
@@ -103,6 +107,7 @@ class EvalResult:
             scores=scores,
             samples=max((len(v) for v in per_task.values()), default=1),
             temperature=temperature,
+            lost=sum(1 for t in trajs if getattr(t, "lost", False)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,6 +118,7 @@ class EvalResult:
             "mean_score": self.mean,
             "stderr": self.stderr,
             "errors": self.errors,
+            "lost": self.lost,
             "truncated": self.truncated,
             "parse_errors": self.parse_errors,
             "seconds": self.seconds,
@@ -241,6 +247,9 @@ def evaluate_model(
 
     async def main() -> EvalResult:
         try:
+            if isinstance(backend, RemoteBackend):  # a server still starting is waited for
+                await backend.wait_ready(cfg.env_wait_s, lambda line: print(
+                    f"gymhub: {line}", file=sys.stderr, flush=True))
             chosen, _ = await select_tasks(backend, [env_id], cfg.task_filter, 0)
             return await run_eval(
                 backend=backend,

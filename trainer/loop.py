@@ -11,7 +11,14 @@ A batch with no trainable token (all errored, truncated and masked, or dropped) 
 the optimizer entirely: loss 0, no update, no scheduler step.
 
 Every step appends one line to ``metrics.jsonl`` and, optionally, its trajectories to
-``trajectories.jsonl``; a progress line shows reward, loss and tokens per second.
+``trajectories.jsonl``; a progress line shows reward, loss and tokens per second, and
+the episodes the environment servers lost (``episodes_lost``) when there were any: those
+are masked like every errored episode (left out of the group statistics, the loss and
+the reward means), never scored 0.
+
+Against servers, the trainer first waits up to ``env_wait_s`` for them to start (they
+are often launched at the same moment), then checks that they serve the environments
+as configured, all before the model loads.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from gymhub.errors import ConfigError
 from gymhub.lockfile import env_digests
 
 from .advantages import Outcome, compute_advantages, partial_credit, trajectory_return
-from .backends import EpisodeBackend, InProcessBackend, RemoteBackend
+from .backends import EpisodeBackend, RemoteBackend, make_backend
 from .chat import ChatRenderer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .compute_thread import CallerExecutor
@@ -66,7 +73,7 @@ class GRPOTrainer:
         model: a ready model (tests); loaded from ``cfg.model`` when ``None``.
         tokenizer: its tokenizer.
         backend: where episodes run; when ``None``, the servers of ``cfg.env_urls``
-            over HTTP, or in-process environments when that list is empty.
+            (or ``cfg.env_urls_file``) over HTTP, else in-process environments.
         engine: the inference engine; built from ``cfg.engine`` when ``None``.
     """
 
@@ -89,13 +96,14 @@ class GRPOTrainer:
         self._stop_loop: weakref.finalize[Any, Any] | None = None
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
-        if backend is None:
-            backend = (RemoteBackend(cfg.env_urls) if cfg.env_urls else
-                       InProcessBackend({env_id: cfg.env_args for env_id in cfg.env_ids}))
-        self.backend = backend
-        if isinstance(backend, RemoteBackend):  # a wrong server fails before the model loads
-            remote = backend
-            self._run(lambda: remote.check(cfg.env_ids, cfg.env_args))
+        self.backend = backend if backend is not None else make_backend(cfg)
+        # Servers, environment ids and tasks are checked before the model loads: a typo
+        # or a server that never started costs seconds, not a model load.
+        if isinstance(self.backend, RemoteBackend):
+            self._await_servers(self.backend)
+        train, self.eval_tasks = self._run(
+            lambda: select_tasks(self.backend, cfg.env_ids, cfg.task_filter, cfg.eval_tasks)
+        )
         if model is None:
             model, tokenizer = load_policy(cfg)
         self.model, self.tokenizer = model, tokenizer
@@ -125,13 +133,26 @@ class GRPOTrainer:
         )
         self.out = Path(cfg.output_dir)
         self.step = 0
-        train, self.eval_tasks = self._run(
-            lambda: select_tasks(self.backend, cfg.env_ids, cfg.task_filter, cfg.eval_tasks)
-        )
         self.sampler = TaskSampler(train, cfg.seed)
         self.history: list[dict[str, float]] = []
         self._warned_context = False
         self._tb: Any = None
+
+    def _await_servers(self, remote: RemoteBackend) -> None:
+        """Wait for the servers to start (one line on stderr), then check what they serve.
+
+        Raises:
+            ServerUnreachable: a server was not ready within ``env_wait_s``.
+            ConfigError: a server lacks an environment or runs it with other arguments,
+                or ``env_urls_file`` listed no server in time.
+        """
+        cfg = self.cfg
+
+        def say(line: str) -> None:
+            print(f"gymhub: {line}", file=sys.stderr, flush=True)
+
+        self._run(lambda: remote.wait_ready(cfg.env_wait_s, say))
+        self._run(lambda: remote.check(cfg.env_ids, cfg.env_args))
 
     def _run(self, make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
         """Run a coroutine on the run's event loop (started on first use).
@@ -354,6 +375,7 @@ class GRPOTrainer:
             "return_mean": (sum(o.value for o in outcomes if o.value is not None)
                             / max(1, sum(o.value is not None for o in outcomes))),
             "episodes": float(len(trajs)),
+            "episodes_lost": float(sum(t.lost for t in trajs)),
             "truncated": float(sum(t.truncated for t in trajs)),
             "parse_errors": float(sum(t.parse_errors for t in trajs)),
             "drift": float(sum(1 for t in trajs if t.drift is not None and not t.drift.ok)),
@@ -419,10 +441,12 @@ class GRPOTrainer:
             bar = "#" * int(20 * self.step / max(self.cfg.max_steps, 1))
             live = sys.stderr.isatty()  # a log file gets one line per step, not \r runs
             start = "\r" if live else ""
+            lost = int(metrics.get("episodes_lost", 0))
             print(
                 f"{start}step {self.step}/{self.cfg.max_steps} [{bar:<20}] "
                 f"reward {metrics['reward_mean']:.3f} loss {metrics['loss']:+.4f} "
-                f"{metrics['tokens_per_s']:.0f} tok/s",
+                f"{metrics['tokens_per_s']:.0f} tok/s" + (f" lost {lost}" if lost else "")
+                + ("\033[K" if live else ""),  # a live line clears what a longer one left
                 end="" if live else "\n",
                 file=sys.stderr,
                 flush=True,

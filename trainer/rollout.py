@@ -12,7 +12,9 @@ episode`` generated tokens, ``max_context_tokens`` in the whole sequence. An epi
 the learner truncates before the environment scored it gets a return of 0 (it did not
 answer) and ``truncated=True``; the loss may mask it (``mask_truncated``). An episode
 whose backend failed, or whose score carries an ``error``, is *errored*: masked and
-counted, never scored.
+counted, never scored. An errored episode whose server lost it (it restarted, or stopped
+answering: :data:`~.backends.LOST_ERRORS`) is also *lost*, counted apart, because a
+fleet that loses episodes needs its operator, not a different learning rate.
 
 Each episode is one engine *session*: an engine that keeps per-episode state (the
 transformers engine's KV cache) continues turn ``k+1`` from what it kept of turn ``k``
@@ -39,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gymhub.errors import GenerationAborted
+from gymhub.errors import GenerationAborted, TemplateError
 from gymhub.types import Message, Score
 
-from .backends import EpisodeBackend
+from .backends import LOST_ERRORS, EpisodeBackend
 from .chat import ChatRenderer, Drift, tools_key
 from .engines.base import Completion, Engine, GenerationRequest, SamplingConfig, SessionEngine
 from .parsers import ToolCallParser
@@ -93,6 +95,7 @@ class Trajectory:
         score: the verifier's score, or ``None`` when there is none.
         stop_reason: why the episode ended.
         error: why it errored, or ``None``.
+        lost: it errored because its server lost the episode (restarted or silent).
         policy_version: engine version of the first turn; ``turn_versions`` per turn.
         messages: the transcript (assistant turns as raw text, as rendered).
         parse_errors: turns whose tool calls did not parse.
@@ -110,6 +113,7 @@ class Trajectory:
     score: Score | None = None
     stop_reason: StopReason = "terminated"
     error: str | None = None
+    lost: bool = False
     policy_version: int = 0
     turn_versions: list[int] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
@@ -152,6 +156,7 @@ class Trajectory:
             "score": self.score.to_dict() if self.score is not None else None,
             "stop_reason": self.stop_reason,
             "error": self.error,
+            "lost": self.lost,
             "policy_version": self.policy_version,
             "turn_versions": self.turn_versions,
             "messages": [m.to_dict() for m in self.messages],
@@ -331,20 +336,26 @@ async def run_episode(ctx: _Ctx, traj: Trajectory, *, seed: int) -> Trajectory:
     except Exception as exc:
         traj.error = f"{type(exc).__name__}: {exc}"
         traj.stop_reason = "error"
+        traj.lost = isinstance(exc, LOST_ERRORS)
     finally:
         ctx.generator.leave(session)
         if episode_id is not None:
             try:
                 await ctx.backend.close(episode_id)
             except Exception as exc:  # a failed close must not lose the trajectory
-                traj.error = traj.error or f"close failed: {exc}"
+                if traj.error is None:
+                    traj.error = f"close failed: {exc}"
+                    traj.lost = isinstance(exc, LOST_ERRORS)
     traj.policy_version = (
         traj.turn_versions[0] if traj.turn_versions else ctx.generator.engine.policy_version
     )
     if ctx.drift_check != "off" and traj.error is None and traj.turn_versions:
         traj.drift = ctx.renderer.drift(traj.ids, _rendered(traj), tools)
         if not traj.drift.ok and ctx.drift_check == "strict":
-            raise RuntimeError(f"token drift in {traj.task_id} at position {traj.drift.position}")
+            raise TemplateError(
+                f"token drift in {traj.task_id} at position {traj.drift.position}: the "
+                "engine's ids differ from a full render of the same episode"
+            )
     return traj
 
 

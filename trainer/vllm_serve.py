@@ -119,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=args.port,
             extra=extra,
         )
-    except (ConfigError, ValueError) as exc:
-        print(f"gymhub vllm-serve: {exc}", file=sys.stderr)
+    except (ConfigError, ValueError) as exc:  # what the command line asked is impossible
+        print(f"gymhub: error: {exc}", file=sys.stderr)
         return 2
     shown = " ".join(f"{k}={v}" for k, v in env.items()) + " " + shlex.join(cmd)
     if args.dry_run:
