@@ -260,6 +260,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     add_eval_commands(sub)
 
+    from gymhub.launch.cli import add_parser as add_launch_parser
+
+    add_launch_parser(sub)
+
     play = sub.add_parser("play", help="play an episode in the terminal")
     play.add_argument("env")
     play.add_argument("--seed", type=int, default=None)

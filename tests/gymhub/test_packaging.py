@@ -8,7 +8,7 @@ import pytest
 import setuptools
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("envs", "verifiers", "sandbox", "server", "client", "trainer", "hub")
+FOLDERS = ("envs", "verifiers", "sandbox", "server", "client", "trainer", "hub", "launch")
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
