@@ -12,7 +12,9 @@
 # Every step prints PASS or FAIL; the exit status is the number of failures.
 # Environment: VENV (default .venv), PORT (8019), WORK (a fresh temporary directory),
 # MODEL (a local model directory instead of preparing SmolLM2), WHEELHOUSE (a folder of
-# wheels to install from when the machine has no package index).
+# wheels to install from when the machine has no package index), DRY_RUN=1 (install
+# nothing, start nothing: resolve the model as a real run would, print the settings
+# every later step would get, and exit; tests/test_gpu_check_script.py runs this).
 # shellcheck disable=SC2329  # the step functions run through `step`
 set -uo pipefail
 
@@ -20,6 +22,8 @@ cd "$(dirname "$0")/.." || exit 99
 VENV=${VENV:-.venv}
 PORT=${PORT:-8019}
 WORK=${WORK:-$(mktemp -d -t gymhub-gpu-check.XXXXXX)}
+DRY_RUN=${DRY_RUN:-0}
+mkdir -p "$WORK" || exit 99  # a WORK=DIR of the user's may not exist yet: logs go there
 PY="$VENV/bin/python"
 URL="http://127.0.0.1:$PORT"
 FAILED=0
@@ -171,13 +175,27 @@ train3() {  # train3 ENGINE [--key value ...]
 }
 
 echo "gymhub GPU check; logs in $WORK"
-step "install vLLM into $VENV" install_vllm
+if [ "$DRY_RUN" = 1 ]; then
+    echo "dry run: not installing vLLM"
+else
+    step "install vLLM into $VENV" install_vllm
+fi
 step "prepare the model" prepare_model
 if [ "$FAILED" -gt 0 ]; then  # every later step needs both: stop with the real cause
     echo "stopping: the install or the model is missing (see the logs above)"
     exit "$FAILED"
 fi
-MODEL=$(tail -n 1 "$WORK/model_dir" 2>/dev/null)
+# `step` runs prepare_model in this shell, so MODEL is already set: the user's MODEL=DIR,
+# or the prepared directory. Read the download's record only if neither is there (a
+# user-supplied MODEL must never be replaced by the record of a download that never ran).
+if [ -z "${MODEL:-}" ] && [ -s "$WORK/model_dir" ]; then
+    MODEL=$(tail -n 1 "$WORK/model_dir")
+fi
+if [ "$DRY_RUN" = 1 ]; then
+    printf 'MODEL=%s\nWHEELHOUSE=%s\nVENV=%s\nPORT=%s\nWORK=%s\n' \
+        "$MODEL" "${WHEELHOUSE:-}" "$VENV" "$PORT" "$WORK"
+    exit 0
+fi
 step "start gymhub vllm-serve" start_server
 step "server: start-up check, generate, LoRA update, logprobs vs transformers" \
     "$PY" -c "$COMPARE" server "$MODEL" "$URL" "$WORK/adapters"

@@ -9,7 +9,8 @@ that needs them is used. Modules, lowest first:
 * :mod:`.parsers` — tool calls from model text (Hermes, JSON, tags);
 * :mod:`.engines` — inference behind one protocol (transformers, vLLM, vLLM server);
 * :mod:`.chat`, :mod:`.backends`, :mod:`.rollout` — token-exact multi-turn episodes;
-* :mod:`.checkpoint`, :mod:`.loop`, :mod:`.cli` — the training loop and ``gymhub train``.
+* :mod:`.checkpoint`, :mod:`.loop`, :mod:`.cli` — the training loop and ``gymhub train``;
+* :mod:`.distributed` — the loop on several processes (``torchrun``, FSDP2).
 """
 
 from __future__ import annotations

@@ -6,12 +6,18 @@ step, the task sampler's position and the Python/NumPy/torch RNG states go into
 ``state.json``/``rng.pt``. Because rollouts draw their seeds from the step number and
 batch in lockstep (see :mod:`gymhub.trainer.rollout`), the step after a resume
 reproduces the uninterrupted run's metrics bit for bit.
+
+On several processes (:mod:`gymhub.trainer.distributed`) the same files are written once,
+by rank 0, from the full state gathered there (``tensors`` and ``optimizer_state``), and
+read back by every rank through a ``restore`` that shards them: the format does not
+depend on the number of processes, so a run resumes on any number, one included.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +25,21 @@ __all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 
 def save_checkpoint(
-    path: str | Path, *, model: Any, optimizer: Any, scheduler: Any, state: dict[str, Any]
+    path: str | Path,
+    *,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    state: dict[str, Any],
+    tensors: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a checkpoint directory (atomically renamed into place)."""
+    """Write a checkpoint directory (atomically renamed into place).
+
+    ``tensors`` (trainable tensors by name) and ``optimizer_state`` (in
+    ``optimizer.state_dict()``'s layout) replace what ``model`` and ``optimizer`` hold
+    here: a sharded model's full state, gathered beforehand.
+    """
     import numpy as np
     import torch
     from safetensors.torch import save_file
@@ -29,12 +47,16 @@ def save_checkpoint(
     final = Path(path)
     tmp = final.with_name(final.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
-    tensors = {
-        n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
-    }
+    if tensors is None:
+        tensors = {
+            n: p.detach().cpu().contiguous() for n, p in model.named_parameters()
+            if p.requires_grad
+        }
     save_file(tensors, str(tmp / "trainable.safetensors"))
     torch.save(
-        {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, tmp / "optim.pt"
+        {"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
+         "scheduler": scheduler.state_dict()},
+        tmp / "optim.pt",
     )
     torch.save(
         {
@@ -54,9 +76,18 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: str | Path, *, model: Any, optimizer: Any, scheduler: Any
+    path: str | Path,
+    *,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    restore: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Restore everything :func:`save_checkpoint` wrote; returns the saved ``state``.
+
+    ``restore(tensors, optimizer_state)``, when given, loads the weights and the
+    optimizer state instead of copying them into ``model``'s parameters and
+    ``optimizer.load_state_dict`` (a sharded model, see :mod:`gymhub.trainer.distributed`).
 
     Raises:
         FileNotFoundError: not a checkpoint directory.
@@ -74,11 +105,14 @@ def load_checkpoint(
     if set(tensors) != set(params):
         missing = sorted(set(params) - set(tensors))[:3]
         raise ValueError(f"checkpoint {p} does not match the model (e.g. missing {missing})")
-    with torch.no_grad():
-        for name, tensor in tensors.items():
-            params[name].copy_(tensor.to(params[name].device, params[name].dtype))
     optim = torch.load(p / "optim.pt", weights_only=False)
-    optimizer.load_state_dict(optim["optimizer"])
+    if restore is not None:
+        restore(tensors, optim["optimizer"])
+    else:
+        with torch.no_grad():
+            for name, tensor in tensors.items():
+                params[name].copy_(tensor.to(params[name].device, params[name].dtype))
+        optimizer.load_state_dict(optim["optimizer"])
     scheduler.load_state_dict(optim["scheduler"])
     rng = torch.load(p / "rng.pt", weights_only=False)
     random.setstate(rng["python"])

@@ -4,6 +4,10 @@ A :class:`~gymhub.errors.GymhubError` (a bad key, a server that never started, o
 serves something else) ends the command as one ``gymhub: error: ...`` line with the
 status :func:`gymhub.cli_errors.exit_status` gives it (``gymhub --debug train ...``
 adds the traceback): the person who typed the command needs the message, not the stack.
+
+``nproc > 1`` re-launches the same arguments through ``torch.distributed.run`` (see
+:mod:`.distributed`); the processes it starts run ``python -m gymhub.trainer``, which is
+this command again, and never launch anything themselves. Among them only rank 0 prints.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ def _config_path(args: list[str]) -> str | None:
 
 
 def _train(args: list[str]) -> int:
+    import os
+
     from gymhub.errors import ConfigError
 
     from .config import describe, load_config
@@ -61,20 +67,30 @@ def _train(args: list[str]) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(USAGE + describe())
         return 0
+    given = list(args)
     path = _config_path(args)
     notes: list[str] = []
     cfg = load_config(path, args, notes=notes)
     if not cfg.model:
         raise ConfigError("model is not set: give a local model directory (--model PATH)")
-    for note in notes:
+    from .distributed import launch, should_launch
+
+    if should_launch(cfg):
+        return launch(cfg.nproc, given)  # the processes it starts print the notes
+    main_rank = int(os.environ.get("RANK") or 0) == 0
+    for note in notes if main_rank else ():
         print(f"gymhub train: {note}", file=sys.stderr)
     from .loop import GRPOTrainer
 
     trainer = GRPOTrainer(cfg)  # waits for the servers and checks them first
-    history = trainer.train()  # closes the run's loop and connections at the end
+    try:
+        history = trainer.train()  # closes the run's loop and connections at the end
+    finally:
+        trainer.dist.close()
     last = history[-1] if history else {}
-    print(
-        f"trained {trainer.step} steps; last reward {last.get('reward_mean', 0.0):.3f}; "
-        f"metrics in {trainer.out / 'metrics.jsonl'}"
-    )
+    if main_rank:
+        print(
+            f"trained {trainer.step} steps; last reward {last.get('reward_mean', 0.0):.3f}; "
+            f"metrics in {trainer.out / 'metrics.jsonl'}"
+        )
     return 0

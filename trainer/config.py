@@ -303,6 +303,23 @@ class GRPOConfig(BaseModel):
         "sample attend to its keys and values (same values and gradients, far less work "
         "when prompts are long); off under gradient_checkpointing.",
     )
+    # --- processes (see trainer.distributed)
+    nproc: int = Field(
+        default=1,
+        ge=1,
+        description="Learner processes on this machine. Above 1, `gymhub train` re-launches "
+        "itself through torch.distributed.run (torchrun --standalone): each process plays "
+        "its share of every step's GRPO groups and the policy is sharded with FSDP2 (gloo on "
+        "the CPU, NCCL with one GPU per process); results do not depend on the number. "
+        "Ignored inside a process torchrun started (its --nproc-per-node decides).",
+    )
+    dist_timeout_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="With several processes: seconds a collective (gathering the step's "
+        "trajectories, a weight all-gather, a checkpoint) waits for the slowest process "
+        "before the run fails with an error, instead of hanging on one that died.",
+    )
     # --- bookkeeping
     checkpoint_interval: int = Field(
         default=0, ge=0, description="Steps between checkpoints; 0 = only at the end."

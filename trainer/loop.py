@@ -16,6 +16,11 @@ the episodes the environment servers lost (``episodes_lost``) when there were an
 are masked like every errored episode (left out of the group statistics, the loss and
 the reward means), never scored 0.
 
+On several processes (``torchrun``, ``gymhub train --nproc N``) each rank plays its share
+of the step's groups, every rank then holds the whole step's trajectories, and the policy
+is sharded with FSDP2; :mod:`.distributed` says how, and why the results do not depend on
+the number of processes. Only rank 0 writes files.
+
 Against servers, the trainer first waits up to ``env_wait_s`` for them to start (they
 are often launched at the same moment), then checks that they serve the environments
 as configured, all before the model loads.
@@ -41,11 +46,12 @@ from .chat import ChatRenderer
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .compute_thread import CallerExecutor
 from .config import GRPOConfig
+from .distributed import Padding, Processes, full_value
 from .engines.base import Engine, SamplingConfig
 from .evaluate import EvalResult, run_eval
 from .forward import token_logps
 from .hf_compat import takes_logits_to_keep
-from .losses import policy_loss, truncated_importance_weights
+from .losses import StepCounts, policy_loss, truncated_importance_weights
 from .parsers import make_parser
 from .policy import apply_lora, load_policy, lr_lambda, make_engine
 from .rollout import Budgets, Trajectory, run_group_batch, write_jsonl
@@ -57,6 +63,9 @@ if TYPE_CHECKING:
 __all__ = ["GRPOTrainer", "TaskSampler", "apply_lora", "load_policy", "select_tasks"]
 
 _T = TypeVar("_T")
+
+#: Update statistics averaged over micro-batches (one process) or trained tokens (several).
+_STAT_KEYS = ("clip_low", "clip_high", "clip_delta", "kl", "ratio_mean")
 
 #: Metrics that measure time, excluded when comparing runs for exact reproduction.
 TIMING_KEYS = frozenset({
@@ -96,6 +105,8 @@ class GRPOTrainer:
         self._stop_loop: weakref.finalize[Any, Any] | None = None
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
+        # before the model loads: on GPUs this rank's device becomes the current one
+        self.dist = Processes.from_env(cfg)
         self.backend = backend if backend is not None else make_backend(cfg)
         # Servers, environment ids and tasks are checked before the model loads: a typo
         # or a server that never started costs seconds, not a model load.
@@ -106,6 +117,7 @@ class GRPOTrainer:
         )
         if model is None:
             model, tokenizer = load_policy(cfg)
+        model = self.dist.shard(model)  # FSDP2 on several processes; as is in one
         self.model, self.tokenizer = model, tokenizer
         self.engine = engine or make_engine(cfg, model, tokenizer)
         self.renderer = ChatRenderer(tokenizer)
@@ -201,7 +213,8 @@ class GRPOTrainer:
         if target is None:
             return
         state = load_checkpoint(
-            target, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
+            target, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+            restore=self.dist.restorer(self.model, self.optimizer),
         )
         self.step = int(state["step"])
         self.sampler.restore(state["sampler"])
@@ -211,12 +224,21 @@ class GRPOTrainer:
         self.engine.update_weights(self.model)
 
     def save(self) -> Path:
-        """Checkpoint the current step."""
-        return save_checkpoint(
-            self.out / "checkpoints" / f"step-{self.step}",
+        """Checkpoint the current step (on several processes: every rank calls it)."""
+        path = self.out / "checkpoints" / f"step-{self.step}"
+        tensors = optim = None
+        if self.dist.active:  # gathered to rank 0, which alone writes
+            tensors, optim = self.dist.full_state(self.model, self.optimizer)
+            if not self.dist.is_main:
+                self.dist.barrier()
+                return path
+        save_checkpoint(
+            path,
             model=self.model,
             optimizer=self.optimizer,
             scheduler=self.scheduler,
+            tensors=tensors,
+            optimizer_state=optim,
             state={
                 "step": self.step,
                 "sampler": self.sampler.state(),
@@ -226,6 +248,8 @@ class GRPOTrainer:
                 "hub_envs": env_digests(list(self.cfg.env_ids)),
             },
         )
+        self.dist.barrier()  # nobody reads the checkpoint before it is there
+        return path
 
     # --------------------------------------------------------------- training
     def train(self) -> list[dict[str, float]]:
@@ -249,9 +273,9 @@ class GRPOTrainer:
                 self.save()
         if self.cfg.max_steps and not self.cfg.checkpoint_interval:
             self.save()
-        if self.cfg.progress:
+        if self.cfg.progress and self.dist.is_main:
             print(file=sys.stderr)
-        if self.cfg.report and self.history:
+        if self.cfg.report and self.history and self.dist.is_main:
             from .report import write_report
 
             write_report(self.out, self.history)
@@ -269,8 +293,12 @@ class GRPOTrainer:
         sampling: SamplingConfig | None = None,
         prefix: str = "",
         stats: dict[str, float] | None = None,
+        task_indices: list[int] | None = None,
     ) -> list[Trajectory]:
-        """Play ``group_size`` episodes of each task (``stats``: see ``run_group_batch``)."""
+        """Play ``group_size`` episodes of each task.
+
+        ``stats`` and ``task_indices``: see :func:`~.rollout.run_group_batch`.
+        """
         return self._run(
             lambda: run_group_batch(
                 backend=self.backend,
@@ -289,14 +317,23 @@ class GRPOTrainer:
                 render_tools=self.cfg.render_tools,
                 stats=stats,
                 executor=self.compute,
+                task_indices=task_indices,
             )
         )
 
     def evaluate(self) -> float | None:
-        """Mean greedy score on the held-out tasks (errored episodes left out)."""
+        """Mean greedy score on the held-out tasks (errored episodes left out).
+
+        On several processes rank 0 plays them, with the weights gathered on every rank,
+        and every rank gets its score.
+        """
         if not self.eval_tasks:
             return None
-        return self.evaluate_tasks(self.eval_tasks).mean
+        if not self.dist.active:
+            return self.evaluate_tasks(self.eval_tasks).mean
+        with self.dist.gathered():
+            mean = self.evaluate_tasks(self.eval_tasks).mean if self.dist.is_main else None
+            return self.dist.broadcast(mean)
 
     def evaluate_tasks(
         self, tasks: list[tuple[str, str]], *, samples: int = 1, temperature: float = 0.0
@@ -339,13 +376,19 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         tasks = self.sampler.next(cfg.tasks_per_step)
         stats: dict[str, float] = {}
-        trajs = self.rollout(
-            tasks,
-            group_size=cfg.group_size,
-            seed=cfg.seed * 1_000_003 + self.step,
-            prefix=f"s{self.step}:",
-            stats=stats,
-        )
+        # this rank's groups (all of them in one process), numbered by their place in the
+        # step; then every rank holds the whole step's trajectories, in index order
+        mine = self.dist.my_tasks(len(tasks))
+        with self.dist.gathered():
+            trajs = self.rollout(
+                [tasks[i] for i in mine],
+                group_size=cfg.group_size,
+                seed=cfg.seed * 1_000_003 + self.step,
+                prefix=f"s{self.step}:",
+                stats=stats,
+                task_indices=mine,
+            )
+        trajs = self.dist.gather(trajs, key=lambda t: t.index)
         t1 = time.perf_counter()
         starved = self._check_context(trajs)
         outcomes = [Outcome(t.group, self._return(t), t.truncated) for t in trajs]
@@ -420,11 +463,15 @@ class GRPOTrainer:
             raise ConfigError(why)
         if not self._warned_context:
             self._warned_context = True
+            if not self.dist.is_main:  # every rank holds the same trajectories: one says it
+                return len(starved)
             print(f"warning: {why}", file=sys.stderr, flush=True)
         return len(starved)
 
     def _log(self, metrics: dict[str, float], trajs: list[Trajectory]) -> None:
         self.history.append(metrics)
+        if not self.dist.is_main:
+            return
         self.out.mkdir(parents=True, exist_ok=True)
         with (self.out / "metrics.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(metrics) + "\n")
@@ -481,7 +528,9 @@ class GRPOTrainer:
             self.model, [t.ids for t, _ in batch], prompts, start=start,
             pad=self.tokenizer.pad_token_id or 0, temperature=self.cfg.temperature,
             keeps_logits=self._keeps_logits, device=device,
-            share=self.cfg.shared_prompt_update and not self.cfg.gradient_checkpointing,
+            # several processes: one forward per micro-batch, so FSDP's collectives line up
+            share=(self.cfg.shared_prompt_update and not self.cfg.gradient_checkpointing
+                   and not self.dist.active),
         )
         adv = torch.tensor([a for _, a in batch], device=device)
         return logp, mask[:, start:].to(device), eng[:, start:].to(device), adv
@@ -509,6 +558,14 @@ class GRPOTrainer:
         micro = [rows[i : i + mb] for i in range(0, len(rows), mb)]
         ga = cfg.gradient_accumulation_steps or len(micro)
         groups = [micro[i : i + ga] for i in range(0, len(micro), ga)]
+        counts: list[StepCounts | None] = [None] * len(groups)
+        if self.dist.active:
+            # Every rank holds every row, so each optimizer step's global counts need no
+            # collective; then each rank keeps its share of the step's rows (padded).
+            counts = [StepCounts(float(sum(sum(t.loss_mask) for m in g for t, _ in m)),
+                                 sum(len(m) for m in g)) for g in groups]
+            groups = self.dist.share(groups, mb)
+            micro = [m for g in groups for m in g]
         # One optimizer step on the batch: pi_old is the policy being updated, so the ratio
         # is 1 by construction and its log-probabilities are the update's own, detached; a
         # separate no-grad pass is paid only when several steps share one batch or TIS
@@ -534,27 +591,48 @@ class GRPOTrainer:
         # cost; from the second pass on the clipped ratio against the first pass's
         # log-probabilities (the sampling policy) bounds how far the policy moves.
         for step in range(passes):
-            self._update_pass(groups, old, ref, need_old, step, totals)
+            self._update_pass(groups, old, ref, need_old, step, totals, counts)
         self.optimizer.zero_grad(set_to_none=True)
         t_sync = time.perf_counter()
         self.engine.update_weights(self.model)
         totals["time_weight_sync"] = time.perf_counter() - t_sync
+        if self.dist.active:
+            self._sum_over_ranks(totals)
+        else:
+            for key in _STAT_KEYS:
+                totals[key] /= passes
         totals["loss"] /= len(groups) * passes
-        for key in ("clip_low", "clip_high", "clip_delta", "kl", "ratio_mean"):
-            totals[key] /= passes
         totals["trained_tokens"] /= passes
         return totals
 
+    def _sum_over_ranks(self, totals: dict[str, float]) -> None:
+        """Several processes: the update's metrics of the whole batch, on every rank.
+
+        Losses and token counts are summed; each statistic was weighted by its micro-batch's
+        tokens (see :meth:`_update_pass`) and becomes the mean over every trained token.
+        """
+        keys = ["loss", "trained_tokens", *_STAT_KEYS]
+        summed = dict(zip(keys, self.dist.sum([totals[k] for k in keys]), strict=True))
+        tokens = summed["trained_tokens"]
+        totals["loss"], totals["trained_tokens"] = summed["loss"], tokens
+        for key in _STAT_KEYS:
+            totals[key] = summed[key] / tokens if tokens else (1.0 if key == "ratio_mean" else 0.0)
+
     def _update_pass(self, groups: list[list[list[tuple[Trajectory, float]]]], old: list[Any],
                      ref: list[Any], need_old: bool, pass_index: int,
-                     totals: dict[str, float]) -> None:
-        """One pass over the batch: an optimizer step per group of micro-batches."""
+                     totals: dict[str, float], counts: list[StepCounts | None]) -> None:
+        """One pass over the batch: an optimizer step per group of micro-batches.
+
+        ``counts`` (several processes) are each step's global counts; the statistics are
+        then weighted by tokens, for :meth:`_sum_over_ranks`, and a :class:`Padding`
+        micro-batch contributes a zero loss.
+        """
         import torch
 
         cfg = self.cfg
         n_micro = sum(len(g) for g in groups)
         k = 0
-        for group in groups:
+        for group, count in zip(groups, counts, strict=True):
             n_tokens = float(sum(sum(t.loss_mask) for m in group for t, _ in m))
             self.optimizer.zero_grad(set_to_none=True)
             for m in group:
@@ -584,16 +662,23 @@ class GRPOTrainer:
                     is_weights=is_w,
                     num_items=n_tokens,
                     accumulation_steps=len(group),
+                    counts=count,
                 )
+                k += 1
+                if isinstance(m, Padding):  # its forward and backward only keep step
+                    (loss * 0.0).backward()  # type: ignore[no-untyped-call]
+                    continue
                 loss.backward()  # type: ignore[no-untyped-call]
                 totals["loss"] += float(loss.item())
-                for key in ("clip_low", "clip_high", "clip_delta", "kl", "ratio_mean"):
-                    totals[key] += stats[key] / n_micro
+                for key in _STAT_KEYS:
+                    if count is None:
+                        totals[key] += stats[key] / n_micro
+                    else:
+                        totals[key] += stats[key] * stats["tokens"]
                 totals["trained_tokens"] += stats["tokens"]
-                k += 1
             clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
             norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
-            totals["grad_norm"] = max(totals["grad_norm"], float(norm))
+            totals["grad_norm"] = max(totals["grad_norm"], float(full_value(norm)))
             self.optimizer.step()
             self.scheduler.step()
             totals["updates"] += 1

@@ -25,6 +25,12 @@ the 2025 consensus and reproduce TRL's numbers exactly, see
 * **KL** to a reference, only when ``beta > 0``, with the k3 estimator
   ``exp(x) - x - 1``, ``x = log π_ref - log π_θ`` (non-negative, low variance). It is
   added after the importance-sampling weights and is not masked by them.
+* **Global counts** (``counts``, a :class:`StepCounts`): on several processes every
+  denominator is the whole optimizer step's, over every process (its sequences for
+  ``grpo`` and ``dr_grpo``, its loss tokens for ``bnpo`` and ``dapo``), so the processes'
+  losses, and their gradients, sum to the ones a single process computes when the step
+  is one micro-batch (see :mod:`gymhub.trainer.distributed`). A local count would
+  weigh a token by how many tokens happened to land on its rank.
 * **Truncated importance sampling** (:func:`truncated_importance_weights`): the
   engine that sampled (vLLM, bf16) and the trainer do not compute identical
   log-probabilities; the ratio between them is capped and multiplies the policy term.
@@ -36,6 +42,7 @@ zero (not NaN) gradient.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -45,6 +52,7 @@ __all__ = [
     "LOSS_TYPES",
     "LossType",
     "RatioLevel",
+    "StepCounts",
     "k3_kl",
     "policy_loss",
     "truncated_importance_weights",
@@ -53,6 +61,19 @@ __all__ = [
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 RatioLevel = Literal["token", "sequence"]
 LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dr_grpo", "dapo")
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """What one optimizer step trains on, counted over every process.
+
+    Attributes:
+        tokens: loss tokens (mask 1) of the step's sequences.
+        sequences: the step's sequences (trajectories).
+    """
+
+    tokens: float
+    sequences: int
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -132,6 +153,7 @@ def policy_loss(
     is_weights: torch.Tensor | None = None,
     num_items: float | None = None,
     accumulation_steps: int = 1,
+    counts: StepCounts | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped GRPO surrogate for one micro-batch (see the module docstring).
 
@@ -152,6 +174,11 @@ def policy_loss(
         num_items: ``dapo``'s denominator: loss tokens in the whole generation batch
             (divided by the number of processes); defaults to this micro-batch's count.
         accumulation_steps: ``GA``, the micro-batches summed into one optimizer step.
+        counts: the whole optimizer step's sequences and loss tokens over every process;
+            when given, every ``loss_type`` divides by them (``grpo``: the per-sequence
+            means' sum by ``counts.sequences``; ``bnpo`` and ``dapo``: by
+            ``counts.tokens``; ``dr_grpo``: by ``counts.sequences · max_completion_length``)
+            and ``num_items`` and ``accumulation_steps`` are not used.
 
     Returns:
         The scalar loss and detached metrics (``clip_low``, ``clip_high``,
@@ -206,7 +233,9 @@ def policy_loss(
 
     batch = logp.shape[0]
     total = per_token.sum()
-    if loss_type == "grpo":
+    if counts is not None:
+        loss = _global_mean(loss_type, per_token, mf, counts, max_completion_length)
+    elif loss_type == "grpo":
         per_row = per_token.sum(-1) / mf.sum(-1).clamp(min=1.0)
         loss = per_row.sum() / max(batch, 1) / accumulation_steps
     elif loss_type == "bnpo":
@@ -223,6 +252,18 @@ def policy_loss(
 
     metrics = _metrics(ratio, adv, m, epsilon_low, epsilon_high, delta, kl)
     return loss, metrics
+
+
+def _global_mean(loss_type: str, per_token: torch.Tensor, mf: torch.Tensor, counts: StepCounts,
+                 max_completion_length: int | None) -> torch.Tensor:
+    """This micro-batch's share of the step's loss, divided by the step's global counts."""
+    sequences = float(max(counts.sequences, 1))
+    if loss_type == "grpo":
+        return (per_token.sum(-1) / mf.sum(-1).clamp(min=1.0)).sum() / sequences
+    if loss_type == "dr_grpo":
+        assert max_completion_length is not None
+        return per_token.sum() / (sequences * max_completion_length)
+    return per_token.sum() / max(float(counts.tokens), 1.0)  # bnpo, dapo
 
 
 def _metrics(

@@ -399,10 +399,15 @@ async def run_group_batch(
     render_tools: bool = True,
     stats: dict[str, float] | None = None,
     executor: Executor | None = None,
+    task_indices: Sequence[int] | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each ``(env_id, task_id)``, concurrently.
 
     Episodes are numbered in order (task by task), which fixes batch order and seeds.
+    ``task_indices`` gives each task's position in the whole step when this process
+    plays only a share of it (see :mod:`.distributed`): an episode's index, group key and
+    seeds come from that position and its sample number, never from which process
+    played it, so 1 and N processes play the same episodes (default: 0, 1, 2, ...).
     ``instructions`` and ``render_tools`` shape the prompt (see :func:`with_instructions`).
     ``stats``, when given, receives ``time_generate`` (seconds inside the engine) and
     ``engine_calls``: what the rest of the rollout time is not (environments, rendering).
@@ -411,6 +416,9 @@ async def run_group_batch(
     """
     gen = LockstepGenerator(engine, sampling, executor)
     ctx = _Ctx(backend, gen, renderer, parser, budgets, drift_check, instructions, render_tools)
+    positions = list(range(len(tasks))) if task_indices is None else list(task_indices)
+    if len(positions) != len(tasks):
+        raise ValueError(f"{len(tasks)} tasks but {len(positions)} task_indices")
     trajs = [
         Trajectory(
             env_id=env,
@@ -418,7 +426,7 @@ async def run_group_batch(
             group=f"{group_prefix}{env}/{task}#{t}",
             index=t * group_size + g,
         )
-        for t, (env, task) in enumerate(tasks)
+        for t, (env, task) in zip(positions, tasks, strict=True)
         for g in range(group_size)
     ]
     limit = asyncio.Semaphore(max_concurrent)

@@ -126,6 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         print(shown)
         return 0
+    if not _vllm_installed():  # exec'd anyway, vLLM would only say "No module named vllm"
+        from .engines.vllm_local import VLLM_INSTALL_HINT
+
+        print(f"gymhub vllm-serve: vLLM is not installed: {VLLM_INSTALL_HINT}", file=sys.stderr)
+        return 1
     print(f"gymhub vllm-serve: {shown}", file=sys.stderr, flush=True)
     try:
         os.execvpe(cmd[0], cmd, {**os.environ, **env})
@@ -133,3 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gymhub vllm-serve: cannot start vLLM: {exc}", file=sys.stderr)
         return 1
     return 0  # pragma: no cover
+
+
+def _vllm_installed() -> bool:
+    """Whether ``python -m vllm...`` can start here (looked up, not imported: that is slow)."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None

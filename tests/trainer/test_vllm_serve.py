@@ -61,3 +61,28 @@ def test_cli_errors_are_exit_2(tmp_path, capsys):
     assert "largest LoRA rank" in capsys.readouterr().err
     assert main(["vllm-serve", "m", "--config", str(tmp_path / "missing.toml")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_without_vllm_the_cli_says_exactly_what_to_install(monkeypatch, capsys):
+    """``gymhub[train,vllm]`` cannot resolve (torch 2.13.0 against vLLM's 2.14.0): the
+    hint names the two commands that work, in order, instead of ``gymhub[vllm]``."""
+    from gymhub.trainer import vllm_serve
+
+    monkeypatch.setattr(vllm_serve, "_vllm_installed", lambda: False)
+    monkeypatch.setattr(vllm_serve.os, "execvpe", lambda *a: pytest.fail("exec'd vLLM"))
+    assert main(["vllm-serve", "m"]) == 1
+    err = capsys.readouterr().err
+    assert "pip install 'gymhub[train]' && pip install 'vllm>=0.33,<0.34'" in err
+    assert "'gymhub[train,vllm]' in one command does not resolve" in err
+
+
+def test_the_colocated_engine_without_vllm_gives_the_same_hint(monkeypatch):
+    import sys
+
+    from gymhub.trainer.engines.vllm_local import IN_PROCESS_ENV, VLLM_INSTALL_HINT, VLLMEngine
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    monkeypatch.setenv(IN_PROCESS_ENV, "0")  # the engine sets it; restored afterwards
+    with pytest.raises(ImportError) as info:
+        VLLMEngine("m")
+    assert VLLM_INSTALL_HINT in str(info.value) and "gymhub[vllm]" not in str(info.value)

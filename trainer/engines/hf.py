@@ -433,6 +433,17 @@ class TransformersEngine:
         self.caches.clear()
         self.policy_version += 1
 
+    def weights_replaced(self, version: int) -> None:
+        """A weight receiver loaded policy ``version`` into :attr:`model` in place.
+
+        A rollout worker's engine does not count its own updates: it takes the
+        learner's version number, so every turn it samples is tagged with the version
+        whose weights produced it. Cached keys and values came from older weights and
+        are dropped, as in :meth:`update_weights`.
+        """
+        self.caches.clear()
+        self.policy_version = version
+
     def sleep(self) -> None:
         """Drop the sessions' KV caches; the model is shared with the trainer."""
         self.caches.clear()

@@ -43,10 +43,20 @@ from .weight_push import VersionGate, call_with_timeout
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["VLLMEngine", "iter_merged_weights"]
+__all__ = ["VLLM_INSTALL_HINT", "VLLMEngine", "iter_merged_weights"]
 
 #: vLLM's switch between an in-process and a child-process engine core.
 IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+#: What to install for the vLLM engines, said exactly: ``gymhub[train,vllm]`` cannot be
+#: resolved (``train`` pins torch 2.13.0, the CPU build ``make`` tests with; vLLM 0.33 pins
+#: torch 2.14.0), so the learner goes first and vLLM second, replacing torch (pip then warns
+#: that gymhub wanted 2.13.0; the engines are checked against vLLM's torch).
+VLLM_INSTALL_HINT = (
+    "pip install 'gymhub[train]' && pip install 'vllm>=0.33,<0.34' (in that order: vLLM "
+    "replaces the torch 2.13.0 that gymhub[train] pins with its own 2.14.0, and pip's warning "
+    "about that pin is expected; 'gymhub[train,vllm]' in one command does not resolve)"
+)
 
 
 class VLLMEngine:
@@ -86,7 +96,7 @@ class VLLMEngine:
         try:
             import vllm
         except ImportError as exc:  # pragma: no cover - depends on the machine
-            raise ImportError("engine 'vllm' needs vLLM: pip install 'gymhub[vllm]'") from exc
+            raise ImportError(f"engine 'vllm' needs vLLM: {VLLM_INSTALL_HINT}") from exc
         self._vllm = vllm
         self.sleep_enabled = enable_sleep_mode
         self.sync_timeout = sync_timeout
