@@ -160,7 +160,13 @@ def main(argv: list[str]) -> int:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
     else:
-        req, resp = int(argv[1]), int(argv[2])
+        # The host passes its own descriptor numbers, which are high when the host has
+        # many files open; moved to the lowest free ones, the channel looks the same
+        # whatever the host's state.
+        high = int(argv[1]), int(argv[2])
+        req, resp = os.dup(high[0]), os.dup(high[1])
+        for fd in high:
+            os.close(fd)
         os.dup2(devnull, 0)
     for fd in (req, resp):
         os.set_inheritable(fd, False)
