@@ -277,3 +277,19 @@ def test_concurrent_sessions_are_independent(any_sandbox: Sandbox) -> None:
         if i:
             assert out[-1].value == str(i) and not any(r.restarted for r in out)
     assert len(results) == 3
+
+
+def test_the_protocol_fds_are_low_however_many_files_the_host_has_open(
+        any_sandbox: Sandbox, clean: Clean) -> None:
+    import os as _os
+
+    held = [_os.open(_os.devnull, _os.O_RDONLY) for _ in range(300)]  # host fds above 255
+    try:
+        with any_sandbox.session() as s:
+            res = s.run_python(CRASHES["replace protocol fds"], timeout=5)
+            assert res.restarted and res.restart_reason, res
+            assert_fresh_and_working(s)
+    finally:
+        for fd in held:
+            _os.close(fd)
+    clean(any_sandbox)
