@@ -52,10 +52,9 @@ from .weight_state import (
     agree_on_failure,
     dedupe,
     dtype_from_name,
-    full_state_dict,
+    gather_for_push,
     learner_rank,
     load_payload,
-    push_payload,
 )
 
 if TYPE_CHECKING:
@@ -269,9 +268,7 @@ class BroadcastPush:
                                   "is in an unknown state: restart the rollout workers")
         self.gate.check(version)
         deadline = time.monotonic() + self.timeout
-        rank, _ = learner_rank(self.learner_group)
-        state, partial = push_payload(model)
-        tensors = full_state_dict(state, device=self.device, keep=rank == 0)
+        rank, partial, tensors = gather_for_push(model, self.learner_group, self.device)
         error: WeightSyncError | None = None
         if rank == 0:
             what = f"broadcast push of policy version {version}"

@@ -46,10 +46,8 @@ from .weight_push import VersionGate, call_with_timeout, receiver_target
 from .weight_state import (
     agree_on_failure,
     dedupe,
-    full_state_dict,
-    learner_rank,
+    gather_for_push,
     load_payload,
-    push_payload,
 )
 
 __all__ = ["DiskPush", "DiskReceiver", "read_version", "version_dir"]
@@ -134,9 +132,7 @@ class DiskPush:
                                   "left as it was, with the last announced version in force")
         self.gate.check(version)
         deadline = time.monotonic() + self.timeout
-        rank, _ = learner_rank(self.learner_group)
-        state, partial = push_payload(model)
-        tensors = full_state_dict(state, device="cpu", keep=rank == 0)
+        rank, partial, tensors = gather_for_push(model, self.learner_group, "cpu")
         error: WeightSyncError | None = None
         if rank == 0:
             try:

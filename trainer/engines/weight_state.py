@@ -202,3 +202,14 @@ def learner_rank(group: Any = None) -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(group), dist.get_world_size(group)
     return 0, 1
+
+
+def gather_for_push(model: Any, group: Any, device: Any) -> tuple[int, bool, dict[str, Any]]:
+    """``(learner rank, partial, tensors)`` for one push, the start every backend shares.
+
+    A collective: every learner rank calls it, and only rank 0 keeps the gathered
+    tensors (the others take part in the gathers and get an empty dict).
+    """
+    rank, _ = learner_rank(group)
+    state, partial = push_payload(model)
+    return rank, partial, full_state_dict(state, device=device, keep=rank == 0)
